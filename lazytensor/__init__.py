@@ -1,0 +1,1 @@
+from lazytensor.kernels import probe
