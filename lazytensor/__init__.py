@@ -1,1 +1,23 @@
-from lazytensor.kernels import probe
+"""lazytensor: NumPy-like lazy tensors. Operators build expressions; assignment runs each one as a
+single fused kernel (numba on the CPU, CUDA C through NVRTC on the GPU).
+
+    import lazytensor as lt
+    y[...] = lt.relu((a + b) * c + 5 * d)     # one kernel
+"""
+from lazytensor.tensor import (Tensor, asarray, empty, zeros, ones, full, empty_like, zeros_like,
+                               ones_like, full_like, arange)
+from lazytensor.expr import Expr
+from lazytensor.functions import (exp, log, log1p, expm1, sqrt, sin, cos, tan, tanh, sigmoid, relu, sign,
+                                  floor, ceil, isnan, isfinite, absolute, abs, negative, invert, maximum,
+                                  minimum, where, clip, astype)
+from lazytensor.evaluate import evaluate
+from lazytensor.explain import explain
+from lazytensor.profile import profile
+from lazytensor.kernels.backend import default_device, cuda_usable
+
+__all__ = [
+    "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+    "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+    "relu", "sign", "floor", "ceil", "isnan", "isfinite", "absolute", "abs", "negative", "invert", "maximum",
+    "minimum", "where", "clip", "astype", "evaluate", "explain", "profile", "default_device", "cuda_usable",
+]

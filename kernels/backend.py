@@ -1,0 +1,67 @@
+"""Backends are values with one small interface; the frontend picks one by device name.
+
+    empty(shape, dtype)          a new uninitialised array on the device
+    asarray(obj, dtype)          an array on the device (no copy when obj already is one)
+    to_host(array)               a NumPy copy
+    run_elementwise(program, out, inputs, scalars)
+                                 render + compile (cached) + launch one fused kernel writing `out`
+    explain_elementwise(program, out, inputs)
+                                 the source and launch configuration that run_elementwise would use
+    synchronize()
+
+CUDA imports (cupy) happen only when the "cuda" backend is first asked for, so the package imports
+and runs on a machine with no GPU.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+
+_backends: dict = {}
+_lock = threading.Lock()
+_cuda_usable: bool | None = None
+
+
+def cuda_usable() -> bool:
+    """CuPy is installed and sees at least one CUDA device."""
+    global _cuda_usable
+    if _cuda_usable is None:
+        usable = False
+        if importlib.util.find_spec("cupy") is not None:
+            try:
+                import cupy
+                usable = cupy.cuda.runtime.getDeviceCount() > 0
+            except Exception:  # no driver, no device: CPU only
+                usable = False
+        _cuda_usable = usable
+    return _cuda_usable
+
+
+def default_device() -> str:
+    env = os.environ.get("LAZYTENSOR_DEVICE")
+    if env:
+        if env not in ("cpu", "cuda"):
+            raise ValueError(f"LAZYTENSOR_DEVICE={env!r}: expected 'cpu' or 'cuda'")
+        return env
+    return "cuda" if cuda_usable() else "cpu"
+
+
+def backend_for(device: str):
+    backend = _backends.get(device)
+    if backend is not None:
+        return backend
+    with _lock:
+        if device not in _backends:
+            if device == "cpu":
+                from .cpu import CpuBackend
+                _backends[device] = CpuBackend()
+            elif device == "cuda":
+                if not cuda_usable():
+                    raise RuntimeError("device 'cuda' requested but CuPy with a CUDA device is not available; "
+                                       "install the 'cuda' extra on a machine with an NVIDIA GPU, or use device='cpu'")
+                from .cuda import CudaBackend
+                _backends[device] = CudaBackend()
+            else:
+                raise ValueError(f"unknown device {device!r}: expected 'cpu' or 'cuda'")
+    return _backends[device]

@@ -1,0 +1,152 @@
+"""The CPU backend: NumPy arrays, kernels generated as numba source and JIT-compiled.
+
+Each kernel is a small module written to the disk cache folder and imported from there, so numba's
+own cache (next to the module) serves later processes. A damaged cache entry is deleted and the
+kernel rebuilt; a compile failure raises before anything is written to the destination.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import time
+
+import numpy as np
+
+from . import launch_log
+from .cache import KernelCache, cache_dir
+from .program import ElementwiseProgram, Layout, layout_of
+from .render_numba import render_numba
+
+# Below this many elements the thread pool costs more than it saves.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+
+_FLAT = {nd: Layout(nd, True) for nd in range(33)}
+_F16 = np.dtype(np.float16)
+
+
+class CpuKernel:
+    __slots__ = ("name", "source", "module", "path", "f16")
+
+    def __init__(self, name, source, module, path, f16):
+        self.name, self.source, self.module, self.path = name, source, module, path
+        self.f16 = f16              # float16 operands travel as uint16 bit patterns
+
+
+def _kernel_arg(a: np.ndarray):
+    return a.view(np.uint16) if a.dtype == _F16 else a
+
+
+def layout_for(out: np.ndarray, inputs) -> Layout:
+    shape = out.shape
+    if out.flags.c_contiguous:
+        for a in inputs:
+            if a.shape != shape or not a.flags.c_contiguous:
+                break
+        else:
+            return _FLAT[out.ndim]
+    return layout_of(shape, [a.shape for a in inputs], False)
+
+
+class CpuBackend:
+    name = "cpu"
+
+    def __init__(self):
+        self.kernels = KernelCache()
+
+    # -- arrays -------------------------------------------------------------------------------
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype)
+
+    def asarray(self, obj, dtype=None):
+        return np.asarray(obj, dtype=dtype)
+
+    def to_host(self, array):
+        return np.asarray(array)
+
+    def synchronize(self):
+        pass
+
+    # -- kernels ------------------------------------------------------------------------------
+    def kernel(self, program: ElementwiseProgram, layout: Layout) -> CpuKernel:
+        return self.kernels.get_or_build((program, layout), lambda: self._build(program, layout))
+
+    def _build(self, program, layout) -> CpuKernel:
+        source = render_numba(program, layout)
+        name = "lt_" + hashlib.sha1(source.encode()).hexdigest()[:20]
+        folder = cache_dir() / "cpu"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.py"
+        # A stale or truncated module file is simply rewritten; numba sees the new stamp.
+        try:
+            current = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            current = None
+        if current != source:
+            tmp = folder / f".{name}.{id(source)}.tmp"
+            tmp.write_text(source)
+            tmp.replace(path)
+        f16 = _F16 in program.input_dtypes() or program.out_dtype == _F16
+        return CpuKernel(name, source, _import(name, path), path, f16)
+
+    def run_elementwise(self, program, out, inputs, scalars):
+        layout = layout_for(out, inputs)
+        kernel = self.kernels.get((program, layout))
+        if kernel is None:
+            kernel = self.kernel(program, layout)
+        module = kernel.module
+        fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+        if kernel.f16:
+            args = [_kernel_arg(out), *[_kernel_arg(a) for a in inputs], *scalars]
+        else:
+            args = [out, *inputs, *scalars]
+        if fn.overloads and not launch_log.listeners:
+            fn(*args)               # the hot path: a compiled kernel, nobody profiling
+        else:
+            self._first_or_logged_call(kernel, fn, args, out.size)
+
+    def _first_or_logged_call(self, kernel, fn, args, elements):
+        started = time.perf_counter()
+        n_compiled = len(fn.overloads)
+        hits = sum(fn.stats.cache_hits.values())
+        if n_compiled:
+            fn(*args)
+        else:
+            try:
+                fn(*args)           # compiles, or loads numba's disk cache, before the body runs
+            except Exception:
+                # A damaged numba cache entry fails while loading, before anything is written:
+                # drop it and compile afresh. A genuine codegen error fails again and propagates.
+                _purge_numba_cache(kernel)
+                kernel.module = _import(kernel.name, kernel.path)
+                fn = getattr(kernel.module, fn.py_func.__name__)
+                fn(*args)
+        if launch_log.listeners:
+            compiled = len(fn.overloads) > n_compiled
+            cache = "memory"
+            if compiled:
+                cache = "disk" if sum(fn.stats.cache_hits.values()) > hits else "compiled"
+            launch_log.record(launch_log.KernelRecord(
+                kernel.name, "cpu", "elementwise", elements, cache,
+                time.perf_counter() - started if compiled else 0.0,
+                "parallel" if fn.py_func.__name__ == "kernel_par" else "serial"))
+
+    def explain_elementwise(self, program, out, inputs) -> str:
+        layout = layout_for(out, inputs)
+        kernel = self.kernel(program, layout)
+        variant = "kernel_par (numba parallel, prange)" if out.size >= PARALLEL_MIN_ELEMENTS else "kernel_seq (numba serial)"
+        return f"cpu kernel {kernel.name}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} indexing\n{kernel.source}"
+
+
+def _import(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _purge_numba_cache(kernel: CpuKernel) -> None:
+    for f in (kernel.path.parent / "__pycache__").glob(f"{kernel.name}.*"):
+        try:
+            f.unlink()
+        except OSError:
+            pass

@@ -1,0 +1,22 @@
+"""Records of kernel launches for lt.profile(): backends append, only while someone listens."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+listeners: list = []   # lists that collect KernelRecord; empty means nobody is profiling
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    name: str               # kernel name (a short hash of its source)
+    backend: str            # "cpu" or "cuda"
+    kind: str               # "elementwise", "reduction", "conv", ...
+    elements: int           # elements written
+    cache: str              # "memory" (hit), "disk" (loaded from the disk cache) or "compiled" (miss)
+    compile_seconds: float  # time spent building the kernel in this call (0 on a memory hit)
+    config: str = ""        # launch configuration (grid, block) or CPU variant
+
+
+def record(rec: KernelRecord) -> None:
+    for sink in listeners:
+        sink.append(rec)

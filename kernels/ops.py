@@ -1,0 +1,183 @@
+"""The table of elementwise ops: one row per op feeds the frontend (dtype rules), both code
+generators (CUDA C and numba snippets) and the tests (the NumPy reference).
+
+Snippets are format strings over the operands `{0} {1} {2}`, the C type of the op's loop dtype `{T}`
+and its unsigned twin `{U}`. A snippet is chosen by the kinds of the loop dtypes of the operands
+('b' bool, 'i' signed, 'u' unsigned, 'f' float): first the joined kinds of all operands (for
+mixed-signedness comparisons, 'iu'), then the first operand's kind, then '*'.
+
+Values of float16 ops live in float registers, so 'f' snippets serve float16, float32 and float64 alike.
+Helper functions named in snippets (lt_floordiv, ...) come from the prelude of each language:
+kernels/cuda_prelude.py and kernels/numba_prelude.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    arity: int
+    reference: Callable          # NumPy eager meaning of the op: the oracle of the tests
+    dtype_rule: Callable         # (operand dtypes or weak Python types) -> (loop dtypes, result dtype)
+    c: dict = field(repr=False)  # snippets for CUDA C
+    py: dict = field(repr=False)  # snippets for numba
+    symbol: str | None = None    # infix spelling for repr/explain, e.g. '+'
+
+    def snippet(self, lang: str, kinds: str) -> str:
+        table = self.c if lang == "c" else self.py
+        for k in (kinds, kinds[0], "*"):
+            if k in table:
+                return table[k]
+        raise KeyError(f"op {self.name!r} has no {lang} snippet for operand kinds {kinds!r}")
+
+
+def ufunc_rule(ufunc: np.ufunc) -> Callable:
+    """NumPy's own type resolution (NEP 50: Python int/float passed as types are weak)."""
+    def rule(types):
+        resolved = ufunc.resolve_dtypes((*types, None))
+        return resolved[:-1], resolved[-1]
+    return rule
+
+
+def _relu_rule(types):
+    (x,) = types
+    loop = np.maximum.resolve_dtypes((x, int, None))
+    return (loop[0],), loop[-1]
+
+
+def _sigmoid_rule(types):
+    loop = np.exp.resolve_dtypes((types[0], None))
+    return loop[:1], loop[-1]
+
+
+def _where_rule(types):
+    _, a, b = types
+    out = np.result_type(a, b)
+    return (np.dtype(bool), out, out), out
+
+
+def _relu_reference(x):
+    return np.maximum(x, 0)
+
+
+def _sigmoid_reference(x):
+    x = np.asarray(x)
+    dt = np.exp.resolve_dtypes((x.dtype, None))[-1]
+    x = x.astype(dt)
+    with np.errstate(over="ignore"):
+        return (dt.type(1) / (dt.type(1) + np.exp(-x))).astype(dt)
+
+
+# Comparisons between int64 and uint64 are exact in NumPy 2 (a negative int64 is below every uint64);
+# C and numba would convert the signed side, so the mixed kinds get snippets of their own.
+def _compare(name, sym):
+    c_iu = {"<": "({0} < 0 || (unsigned long long)({0}) < {1})",
+            "<=": "({0} < 0 || (unsigned long long)({0}) <= {1})",
+            ">": "({0} >= 0 && (unsigned long long)({0}) > {1})",
+            ">=": "({0} >= 0 && (unsigned long long)({0}) >= {1})",
+            "==": "({0} >= 0 && (unsigned long long)({0}) == {1})",
+            "!=": "({0} < 0 || (unsigned long long)({0}) != {1})"}[sym]
+    c_ui = {"<": "({1} >= 0 && {0} < (unsigned long long)({1}))",
+            "<=": "({1} >= 0 && {0} <= (unsigned long long)({1}))",
+            ">": "({1} < 0 || {0} > (unsigned long long)({1}))",
+            ">=": "({1} < 0 || {0} >= (unsigned long long)({1}))",
+            "==": "({1} >= 0 && {0} == (unsigned long long)({1}))",
+            "!=": "({1} < 0 || {0} != (unsigned long long)({1}))"}[sym]
+    py_iu = c_iu.replace("(unsigned long long)", "np.uint64").replace("||", "or").replace("&&", "and")
+    py_ui = c_ui.replace("(unsigned long long)", "np.uint64").replace("||", "or").replace("&&", "and")
+    return OpSpec(name, 2, getattr(np, name), ufunc_rule(getattr(np, name)),
+                  c={"iu": c_iu, "ui": c_ui, "*": f"({{0}} {sym} {{1}})"},
+                  py={"iu": py_iu, "ui": py_ui, "*": f"({{0}} {sym} {{1}})"}, symbol=sym)
+
+
+def _unary_float(name, c_fn, py_fn=None):
+    """A float math function; NumPy's rule sends ints and bools to a float loop first."""
+    ufunc = getattr(np, name)
+    return OpSpec(name, 1, ufunc, ufunc_rule(ufunc),
+                  c={"f": f"{c_fn}({{0}})"}, py={"f": f"{py_fn or 'np.' + name}({{0}})"})
+
+
+# Signed integer add/sub/mul/neg wrap in NumPy; in C signed overflow is undefined, so go unsigned.
+_WRAP = "({T})(({U})({0}) {op} ({U})({1}))"
+
+_SPECS = [
+    OpSpec("add", 2, np.add, ufunc_rule(np.add), symbol="+",
+           c={"b": "({0} || {1})", "i": _WRAP.replace("{op}", "+"), "*": "({0} + {1})"},
+           py={"b": "({0} or {1})", "*": "({0} + {1})"}),
+    OpSpec("subtract", 2, np.subtract, ufunc_rule(np.subtract), symbol="-",
+           c={"i": _WRAP.replace("{op}", "-"), "*": "({0} - {1})"}, py={"*": "({0} - {1})"}),
+    OpSpec("multiply", 2, np.multiply, ufunc_rule(np.multiply), symbol="*",
+           c={"b": "({0} && {1})", "i": _WRAP.replace("{op}", "*"), "*": "({0} * {1})"},
+           py={"b": "({0} and {1})", "*": "({0} * {1})"}),
+    OpSpec("true_divide", 2, np.true_divide, ufunc_rule(np.true_divide), symbol="/",
+           c={"f": "({0} / {1})"}, py={"f": "({0} / {1})"}),
+    OpSpec("floor_divide", 2, np.floor_divide, ufunc_rule(np.floor_divide), symbol="//",
+           c={"i": "lt_floordiv_i({0}, {1})", "u": "lt_div_u({0}, {1})", "f": "lt_floordiv_f({0}, {1})"},
+           py={"i": "lt_floordiv_i({0}, {1})", "u": "lt_div_u({0}, {1})", "f": "lt_floordiv_f({0}, {1})"}),
+    OpSpec("remainder", 2, np.remainder, ufunc_rule(np.remainder), symbol="%",
+           c={"i": "lt_mod_i({0}, {1})", "u": "lt_mod_u({0}, {1})", "f": "lt_mod_f({0}, {1})"},
+           py={"i": "lt_mod_i({0}, {1})", "u": "lt_mod_u({0}, {1})", "f": "lt_mod_f({0}, {1})"}),
+    OpSpec("power", 2, np.power, ufunc_rule(np.power), symbol="**",
+           c={"i": "lt_pow_i({0}, {1})", "u": "lt_pow_u({0}, {1})", "f": "pow({0}, {1})"},
+           py={"i": "lt_pow_i({0}, {1})", "u": "lt_pow_u({0}, {1})", "f": "lt_pow_f({0}, {1})"}),
+    OpSpec("maximum", 2, np.maximum, ufunc_rule(np.maximum),
+           c={"b": "({0} || {1})", "f": "(({0} >= {1} || {0} != {0}) ? {0} : {1})", "*": "({0} >= {1} ? {0} : {1})"},
+           py={"b": "({0} or {1})", "f": "({0} if ({0} >= {1} or {0} != {0}) else {1})", "*": "({0} if {0} >= {1} else {1})"}),
+    OpSpec("minimum", 2, np.minimum, ufunc_rule(np.minimum),
+           c={"b": "({0} && {1})", "f": "(({0} <= {1} || {0} != {0}) ? {0} : {1})", "*": "({0} <= {1} ? {0} : {1})"},
+           py={"b": "({0} and {1})", "f": "({0} if ({0} <= {1} or {0} != {0}) else {1})", "*": "({0} if {0} <= {1} else {1})"}),
+    _compare("equal", "=="), _compare("not_equal", "!="), _compare("less", "<"),
+    _compare("less_equal", "<="), _compare("greater", ">"), _compare("greater_equal", ">="),
+    OpSpec("bitwise_and", 2, np.bitwise_and, ufunc_rule(np.bitwise_and), symbol="&",
+           c={"*": "({0} & {1})"}, py={"b": "({0} and {1})", "*": "({0} & {1})"}),
+    OpSpec("bitwise_or", 2, np.bitwise_or, ufunc_rule(np.bitwise_or), symbol="|",
+           c={"*": "({0} | {1})"}, py={"b": "({0} or {1})", "*": "({0} | {1})"}),
+    OpSpec("bitwise_xor", 2, np.bitwise_xor, ufunc_rule(np.bitwise_xor), symbol="^",
+           c={"*": "({0} ^ {1})"}, py={"b": "({0} != {1})", "*": "({0} ^ {1})"}),
+    OpSpec("invert", 1, np.invert, ufunc_rule(np.invert),
+           c={"b": "(!{0})", "*": "(~{0})"}, py={"b": "(not {0})", "*": "(~{0})"}),
+    OpSpec("negative", 1, np.negative, ufunc_rule(np.negative),
+           c={"i": "({T})(({U})0 - ({U})({0}))", "*": "(-{0})"}, py={"*": "(-{0})"}),
+    OpSpec("absolute", 1, np.absolute, ufunc_rule(np.absolute),
+           c={"b": "{0}", "u": "{0}", "i": "({0} < 0 ? ({T})(({U})0 - ({U})({0})) : {0})", "f": "fabs({0})"},
+           py={"b": "{0}", "u": "{0}", "*": "abs({0})"}),
+    OpSpec("sign", 1, np.sign, ufunc_rule(np.sign),
+           c={"u": "({T})({0} > 0)", "i": "({T})(({0} > 0) - ({0} < 0))",
+              "f": "({0} > 0 ? 1 : ({0} < 0 ? -1 : ({0} == 0 ? 0 : {0})))"},
+           py={"u": "(1 if {0} > 0 else 0)", "i": "(1 if {0} > 0 else (-1 if {0} < 0 else 0))",
+               "f": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else ({0} if {0} != {0} else 0.0)))"}),
+    OpSpec("floor", 1, np.floor, ufunc_rule(np.floor), c={"f": "floor({0})", "*": "{0}"},
+           py={"f": "np.floor({0})", "*": "{0}"}),
+    OpSpec("ceil", 1, np.ceil, ufunc_rule(np.ceil), c={"f": "ceil({0})", "*": "{0}"},
+           py={"f": "np.ceil({0})", "*": "{0}"}),
+    OpSpec("isnan", 1, np.isnan, ufunc_rule(np.isnan), c={"f": "isnan({0})", "*": "false"},
+           py={"f": "np.isnan({0})", "*": "False"}),
+    OpSpec("isfinite", 1, np.isfinite, ufunc_rule(np.isfinite), c={"f": "isfinite({0})", "*": "true"},
+           py={"f": "np.isfinite({0})", "*": "True"}),
+    _unary_float("exp", "exp"), _unary_float("log", "log"), _unary_float("log1p", "log1p"),
+    _unary_float("expm1", "expm1"), _unary_float("sqrt", "sqrt"), _unary_float("sin", "sin"),
+    _unary_float("cos", "cos"), _unary_float("tan", "tan"), _unary_float("tanh", "tanh"),
+    OpSpec("sigmoid", 1, _sigmoid_reference, _sigmoid_rule,
+           c={"f": "(({T})1 / (({T})1 + exp(-{0})))"}, py={"f": "lt_sigmoid({0})"}),
+    OpSpec("relu", 1, _relu_reference, _relu_rule,
+           c={"f": "(({0} >= 0 || {0} != {0}) ? {0} : ({T})0)", "*": "({0} > 0 ? {0} : ({T})0)"},
+           py={"f": "({0} if ({0} >= 0 or {0} != {0}) else 0.0)", "*": "({0} if {0} > 0 else 0)"}),
+    OpSpec("where", 3, np.where, _where_rule,
+           c={"*": "({0} ? {1} : {2})"}, py={"*": "({1} if {0} else {2})"}),
+]
+
+OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
+
+# The dtypes every backend supports.
+DTYPES = tuple(np.dtype(t) for t in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64"))
+
+
+def kind(dtype: np.dtype) -> str:
+    return {"b": "b", "i": "i", "u": "u", "f": "f"}[dtype.kind]

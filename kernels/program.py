@@ -1,0 +1,87 @@
+"""The kernel IR: an elementwise cluster flattened to straight-line SSA code.
+
+This is all a code generator sees. The frontend lowers an expression DAG to it (shared
+subexpressions become one value), and it doubles as the structural part of the cache key: it
+holds op names, dtypes and operand numbering, never the values of scalars or the arrays.
+
+Value ids number the instructions. An instruction is a plain tuple, so programs hash fast:
+    ("load", dtype, input_index)      read the kernel's array operand at the current element
+    ("scalar", dtype, scalar_index)   a scalar kernel argument, converted to dtype
+    ("astype", dtype, value)          convert a value to dtype (NumPy's casting)
+    (op_name, dtype, value, ...)      an op of kernels.ops.OPS; operands already in its loop dtypes
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class ElementwiseProgram:
+    """Programs are interned (see `program_for`): one object per structure, hashed by identity,
+    so the per-assignment cache lookup never rehashes the instruction list."""
+    instrs: tuple          # SSA instructions, see the module docstring
+    n_inputs: int          # array operands, in kernel-argument order
+    scalar_dtypes: tuple   # dtype of each scalar argument, in order
+    out_dtype: np.dtype    # the destination's dtype: the result is converted to it on store
+
+    @property
+    def result(self) -> int:
+        return len(self.instrs) - 1
+
+    def input_dtypes(self) -> list:
+        dtypes = [None] * self.n_inputs
+        for ins in self.instrs:
+            if ins[0] == "load":
+                dtypes[ins[2]] = ins[1]
+        return dtypes
+
+
+_programs: dict = {}
+
+
+def program_for(instrs: tuple, n_inputs: int, scalar_dtypes: tuple, out_dtype) -> ElementwiseProgram:
+    key = (instrs, n_inputs, scalar_dtypes, out_dtype)
+    program = _programs.get(key)
+    if program is None:
+        program = _programs.setdefault(key, ElementwiseProgram(instrs, n_inputs, scalar_dtypes, np.dtype(out_dtype)))
+    return program
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How each array operand is indexed, relative to the destination's shape.
+
+    flat: every operand (destination included) is C-contiguous with the destination's shape,
+    so one flat index serves all. Otherwise `masks[i]` tells, for operand i right-aligned to
+    the destination's dimensions, which of its dimensions vary (True) and which broadcast (False).
+    """
+    ndim: int
+    flat: bool
+    masks: tuple = ()
+
+
+def layout_of(out_shape: tuple, operand_shapes, all_contiguous: bool) -> Layout:
+    if all_contiguous and all(s == out_shape for s in operand_shapes):
+        return Layout(len(out_shape), True)
+    masks = []
+    for shape in operand_shapes:
+        offset = len(out_shape) - len(shape)
+        masks.append(tuple(d == out_shape[offset + i] for i, d in enumerate(shape)))
+    return Layout(len(out_shape), False, tuple(masks))
+
+
+def describe(program: ElementwiseProgram) -> str:
+    """One line per instruction, for explain."""
+    lines = []
+    for vid, ins in enumerate(program.instrs):
+        op, dtype, *args = ins
+        if op == "load":
+            rhs = f"in{args[0]}[i]"
+        elif op == "scalar":
+            rhs = f"s{args[0]}"
+        else:
+            rhs = f"{op}(" + ", ".join(f"v{a}" for a in args) + ")"
+        lines.append(f"v{vid}: {np.dtype(dtype).name} = {rhs}")
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""Render an ElementwiseProgram to the source of a numba module (the CPU backend compiles it).
+
+The module defines two functions over the same body: `kernel_par` (njit(parallel=True), prange
+over the outermost loop) for large arrays and `kernel_seq` for small ones, where waking the thread
+pool costs more than the work. Broadcasting and strides are handled by the indexing: a broadcast
+dimension of an operand is read at index 0, never materialized.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import OPS, kind
+from .program import ElementwiseProgram, Layout
+
+_F16 = np.dtype(np.float16)
+_BOOL = np.dtype(bool)
+
+
+def register_type(dtype: np.dtype) -> str:
+    """The numba constructor of the type a value of `dtype` is held in (float16 lives in float32)."""
+    dtype = np.dtype(dtype)
+    return "np.float32" if dtype == _F16 else f"np.{dtype.name}"
+
+
+def convert(expr: str, dtype: np.dtype) -> str:
+    """Round or wrap a value to `dtype`, as NumPy's casting does."""
+    dtype = np.dtype(dtype)
+    if dtype == _F16:
+        return f"lt_round_f16({expr})"
+    if dtype == _BOOL:
+        return f"bool({expr})"
+    return f"np.{dtype.name}({expr})"
+
+
+def _load(expr: str, dtype: np.dtype) -> str:
+    return f"lt_h2f({expr})" if np.dtype(dtype) == _F16 else expr
+
+
+def _store(expr: str, dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype == _F16:
+        return f"lt_f2h({expr})"
+    return convert(expr, dtype)
+
+
+def _body(program: ElementwiseProgram, element_of) -> list[str]:
+    """Straight-line statements computing every value; `element_of(i)` reads input i's element."""
+    dtypes = [np.dtype(ins[1]) for ins in program.instrs]
+    lines = []
+    for vid, (op, dtype, *args) in enumerate(program.instrs):
+        if op == "load":
+            rhs = _load(element_of(args[0]), dtype)
+        elif op == "scalar":
+            rhs = f"c{args[0]}"
+        elif op == "astype":
+            rhs = convert(f"v{args[0]}", dtype)
+        else:
+            kinds = "".join(kind(dtypes[a]) for a in args)
+            if len(set(kinds)) == 1:
+                kinds = kinds[0]
+            snippet = OPS[op].snippet("py", kinds)
+            loop_t = register_type(dtypes[args[0]])
+            rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t), dtype)
+        lines.append(f"v{vid} = {rhs}")
+    return lines
+
+
+def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
+    n_in = program.n_inputs
+    params = ["out"] + [f"in{i}" for i in range(n_in)] + [f"s{i}" for i in range(len(program.scalar_dtypes))]
+    prologue = [f"c{i} = {convert(f's{i}', dt)}" for i, dt in enumerate(program.scalar_dtypes)]
+    store_dtype = program.out_dtype
+    result = _store(f"v{program.result}", store_dtype)
+
+    if layout.flat:
+        prologue += ["o = out.reshape(-1)"] + [f"x{i} = in{i}.reshape(-1)" for i in range(n_in)]
+        body = _body(program, lambda i: f"x{i}[i]")
+        loops = [("i", "o.shape[0]")]
+        store = f"o[i] = {result}"
+    else:
+        nd = layout.ndim
+        idx = [f"i{d}" for d in range(nd)]
+
+        def element_of(i):
+            mask = layout.masks[i]
+            off = nd - len(mask)
+            subs = [idx[off + d] if varies else "0" for d, varies in enumerate(mask)]
+            return f"in{i}[{', '.join(subs) if subs else '()'}]"
+
+        body = _body(program, element_of)
+        loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
+        store = f"out[{', '.join(idx) if idx else '()'}] = {result}"
+
+    src = ["import math", "import numpy as np", "from numba import njit, prange",
+           "from lazytensor.kernels.numba_prelude import *", ""]
+    for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
+        src.append(f"@njit(parallel={parallel}, cache=True, error_model='numpy', boundscheck=False, nogil=True)")
+        src.append(f"def {name}({', '.join(params)}):")
+        src += ["    " + line for line in prologue]
+        depth = 1
+        for d, (var, extent) in enumerate(loops):
+            rng = "prange" if parallel and d == 0 else "range"
+            src.append("    " * depth + f"for {var} in {rng}({extent}):")
+            depth += 1
+        if not loops:
+            src.append("    if True:")
+            depth += 1
+        src += ["    " * depth + line for line in body + [store]]
+        src.append("")
+    return "\n".join(src)
+

@@ -1,0 +1,25 @@
+"""lt.explain(expr): the steps the planner returns for an expression, with their kernels' source."""
+from __future__ import annotations
+
+from lazytensor.plan import plan
+from lazytensor.render_tree import render_tree
+from lazytensor.tensor import Tensor
+
+
+class Explanation(str):
+    """The text of the plan (a str, so print() and Jupyter show it as it is)."""
+
+
+def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation:
+    from lazytensor.evaluate import _as_expression
+    if out is None:
+        from lazytensor.tensor import empty
+        out = empty(expr.shape, expr.dtype, expr.device)
+    node = _as_expression(expr, out)
+    steps = plan(node, out.data, out.backend)
+    lines = [f"expression: {render_tree(node)}",
+             f"result: {out.dtype.name} {out.shape} on {out.device}",
+             f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}"]
+    for i, step in enumerate(steps, 1):
+        lines.append(f"[{i}] " + step.describe(source=source))
+    return Explanation("\n".join(lines))

@@ -1,0 +1,103 @@
+"""Operator overloading shared by Tensors and expressions: every operator builds a node.
+
+NumPy's ufunc protocol maps np.exp(t), np.add(a, b), np.maximum(...) to the same nodes, so NumPy
+scalars and functions mix with lazytensor operands without computing anything eagerly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Operand:
+    __slots__ = ()
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def __add__(self, o): return _expr.apply("add", self, o)
+    def __radd__(self, o): return _expr.apply("add", o, self)
+    def __sub__(self, o): return _expr.apply("subtract", self, o)
+    def __rsub__(self, o): return _expr.apply("subtract", o, self)
+    def __mul__(self, o): return _expr.apply("multiply", self, o)
+    def __rmul__(self, o): return _expr.apply("multiply", o, self)
+    def __truediv__(self, o): return _expr.apply("true_divide", self, o)
+    def __rtruediv__(self, o): return _expr.apply("true_divide", o, self)
+    def __floordiv__(self, o): return _expr.apply("floor_divide", self, o)
+    def __rfloordiv__(self, o): return _expr.apply("floor_divide", o, self)
+    def __mod__(self, o): return _expr.apply("remainder", self, o)
+    def __rmod__(self, o): return _expr.apply("remainder", o, self)
+    def __pow__(self, o): return _expr.apply("power", self, o)
+    def __rpow__(self, o): return _expr.apply("power", o, self)
+    def __neg__(self): return _expr.apply("negative", self)
+    def __pos__(self): return self
+    def __abs__(self): return _expr.apply("absolute", self)
+    def __invert__(self): return _expr.apply("invert", self)
+    def __and__(self, o): return _expr.apply("bitwise_and", self, o)
+    def __rand__(self, o): return _expr.apply("bitwise_and", o, self)
+    def __or__(self, o): return _expr.apply("bitwise_or", self, o)
+    def __ror__(self, o): return _expr.apply("bitwise_or", o, self)
+    def __xor__(self, o): return _expr.apply("bitwise_xor", self, o)
+    def __rxor__(self, o): return _expr.apply("bitwise_xor", o, self)
+
+    # -- comparisons (elementwise, lazy, like NumPy arrays) ------------------------------------
+    def __lt__(self, o): return _expr.apply("less", self, o)
+    def __le__(self, o): return _expr.apply("less_equal", self, o)
+    def __gt__(self, o): return _expr.apply("greater", self, o)
+    def __ge__(self, o): return _expr.apply("greater_equal", self, o)
+    def __eq__(self, o): return _expr.apply("equal", self, o)
+    def __ne__(self, o): return _expr.apply("not_equal", self, o)
+    __hash__ = object.__hash__
+
+    # -- conversions ---------------------------------------------------------------------------
+    def astype(self, dtype):
+        return _expr.astype(self, dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def eval(self):
+        """Evaluate into a new Tensor."""
+        from lazytensor.evaluate import evaluate
+        return evaluate(self)
+
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a host copy)."""
+        from lazytensor.evaluate import to_numpy
+        return to_numpy(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
+        return self.numpy().reshape(()).item()
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous; "
+                             "use lt.any() or lt.all()")
+        return bool(self.item())
+
+    def __float__(self): return float(self.item())
+    def __int__(self): return int(self.item())
+
+    # -- NumPy interoperability ------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        from lazytensor.ufuncs import dispatch_ufunc
+        return dispatch_ufunc(ufunc, method, inputs, out, kwargs)
+
+
+from lazytensor import expr as _expr  # noqa: E402  (operators resolve apply at call time)

@@ -1,0 +1,31 @@
+"""lt.profile(): collect one record per kernel launch inside a `with` block."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from lazytensor.kernels import launch_log
+
+
+class Profile:
+    def __init__(self):
+        self.kernels: list = []   # KernelRecord per launch: name, backend, elements, cache, compile_seconds
+
+    @property
+    def launches(self) -> int:
+        return len(self.kernels)
+
+    def __repr__(self):
+        rows = [f"{'kernel':24} {'backend':7} {'kind':11} {'elements':>10} {'cache':9} {'compile s':>9}"]
+        for k in self.kernels:
+            rows.append(f"{k.name:24} {k.backend:7} {k.kind:11} {k.elements:>10} {k.cache:9} {k.compile_seconds:>9.3f}")
+        return "\n".join(rows)
+
+
+@contextmanager
+def profile():
+    p = Profile()
+    launch_log.listeners.append(p.kernels)
+    try:
+        yield p
+    finally:
+        launch_log.listeners.remove(p.kernels)
