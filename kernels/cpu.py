@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import sys
 import time
 
 import numpy as np
@@ -140,6 +141,8 @@ class CpuBackend:
 def _import(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    # numba's cache reloads a kernel's environment by module name, so the module must be importable.
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

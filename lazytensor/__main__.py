@@ -1,0 +1,30 @@
+"""python -m lazytensor demo | bench [--device cpu|cuda] [--suite ...]"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lazytensor")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="build, explain, run and time a fused expression")
+    demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
+    bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    bench.add_argument("--suite", choices=["elementwise", "all"], default="all")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from lazytensor.demo import run_demo
+        run_demo(args.device)
+    elif args.device == "cpu":
+        from lazytensor.bench_cpu import run_cpu_bench
+        run_cpu_bench()
+    else:
+        from lazytensor.bench_cuda import run_cuda_bench
+        run_cuda_bench(print)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
