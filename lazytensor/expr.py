@@ -14,20 +14,49 @@ from lazytensor import dtypes as _dt
 from lazytensor.shapes import broadcast_shapes
 
 
+_structures: dict = {}
+
+
+def structure_id(key: tuple) -> int:
+    """A small int per distinct structure (op, dtype, attrs, operand structures): the
+    structural key of a node, computed once, at construction."""
+    sid = _structures.get(key)
+    if sid is None:
+        sid = _structures.setdefault(key, len(_structures))
+    return sid
+
+
 class Const:
     """A scalar in an expression; its value becomes a kernel argument, never source text."""
-    __slots__ = ("value", "dtype")
+    __slots__ = ("value", "dtype", "skey", "scalars")
     shape = ()
     device = None
     heavy = False
+    shared = False
+    leaves = ()
 
     def __init__(self, value, dtype):
         self.value = value
         self.dtype = dtype
+        skey = _const_keys.get(dtype)
+        self.skey = skey if skey is not None else _const_key(dtype)
+        self.scalars = (value,)
+
+
+_const_keys: dict = {}
+
+
+def _const_key(dtype) -> int:
+    k = _const_keys[dtype] = structure_id(("scalar", dtype))
+    return k
 
 
 class Expr(Operand):
-    __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "_lowered")
+    """An op applied to operands. Besides the IR fields it carries what dispatch needs without a
+    walk: `skey` (structure id), `leaves` (tensors read, left to right, repeats kept), `scalars`
+    (scalar values, left to right), and `shared` (some node below is used more than once)."""
+    __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "skey", "leaves", "scalars",
+                 "shared", "uses")
 
     def __init__(self, op: str, args: tuple, shape: tuple, dtype: np.dtype, device, heavy=False, attrs=None):
         self.op = op
@@ -37,7 +66,30 @@ class Expr(Operand):
         self.device = device
         self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
         self.attrs = attrs          # op parameters that are part of the structure (e.g. an axis)
-        self._lowered = None        # memo of the lowering, see lazytensor.lower
+        self.uses = 0               # how many nodes have taken this one as an operand
+        shared = False
+        leaves = ()
+        scalars = ()
+        key = [op, dtype, attrs]
+        for a in args:
+            key.append(a.skey)
+            t = type(a)
+            if t is Expr:
+                a.uses += 1
+                if a.uses > 1 or a.shared:
+                    shared = True
+                leaves += a.leaves
+                scalars += a.scalars
+            elif t is Const:
+                scalars += a.scalars
+            else:
+                leaves += (a,)
+        self.shared = shared
+        self.leaves = leaves
+        self.scalars = scalars
+        key = tuple(key)
+        sid = _structures.get(key)
+        self.skey = sid if sid is not None else structure_id(key)
 
     def __repr__(self):
         from lazytensor.render_tree import render_tree
@@ -81,6 +133,9 @@ def astype(node, dtype) -> "Expr":
     return Expr("astype", (node,), node.shape, dtype, node.device, node.heavy)
 
 
+_WEAK = {float: float, int: int, bool: np.dtype(bool)}
+
+
 def apply(op: str, *operands) -> Expr:
     """Build the node for `op(*operands)`; operands are nodes or scalars. This runs for every
     operator a user writes, so it is kept to a handful of dict lookups."""
@@ -88,22 +143,22 @@ def apply(op: str, *operands) -> Expr:
     for x in operands:
         if isinstance(x, Operand):
             types.append(x.dtype)
-        elif isinstance(x, np.ndarray):
-            return apply(op, *[_tensor.as_node(y) if isinstance(y, np.ndarray) else y for y in operands])
         else:
-            types.append(_dt.operand_type(x))
-    key = (op, tuple(types))
-    rule = _rules.get(key)
-    if rule is None or isinstance(rule, Exception):
-        rule = _resolve(op, key[1])
+            t = _WEAK.get(type(x))
+            if t is None:
+                if isinstance(x, np.ndarray):
+                    return apply(op, *[_tensor.as_node(y) if isinstance(y, np.ndarray) else y for y in operands])
+                t = _dt.operand_type(x)
+            types.append(t)
+    rule = _rules.get((op, tuple(types)))
+    if rule is None or type(rule) is TypeError:
+        rule = _resolve(op, tuple(types))
     loop, out = rule
     args = []
     heavy = False
     device = None
     for x, want in zip(operands, loop):
-        if not isinstance(x, Operand):
-            x = Const(_dt.scalar_value(x, want), want)
-        else:
+        if isinstance(x, Operand):
             if x.dtype != want:
                 x = Expr("astype", (x,), x.shape, want, x.device, x.heavy)
             if x.heavy:
@@ -111,6 +166,12 @@ def apply(op: str, *operands) -> Expr:
             d = x.device
             if d is not device:
                 device = _device_of((device, d))
+        else:
+            if type(x) is int and want.kind in "iu":
+                _dt.scalar_value(x, want)         # NumPy's OverflowError for out-of-range Python ints
+            elif isinstance(x, np.generic):
+                x = x.item()
+            x = Const(x, want)
         args.append(x)
     if len(args) == 2:
         s0, s1 = args[0].shape, args[1].shape

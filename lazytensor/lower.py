@@ -1,22 +1,33 @@
 """Lowering: an elementwise expression DAG to a kernel program plus its run-time arguments.
 
-One walk over the DAG (iterative, so deep expressions do not hit Python's recursion limit) numbers
-each distinct node once: an expression object used twice is computed once per element, a Tensor
-read twice is one kernel argument. The result is memoized on the root, so re-assigning the same
-expression object skips the walk.
+The common case costs two dict lookups: every node already knows its structure id, the tensors
+it reads and its scalars (see Expr), so when no tensor is read twice and no subexpression is
+shared, the program is found by (structure id, destination dtype) and the arguments are the
+leaves' arrays. Otherwise one walk over the DAG numbers each distinct node once: an expression
+object used twice is computed once per element, a tensor read twice is one kernel argument.
 """
 from __future__ import annotations
 
-from lazytensor.expr import Const
+from lazytensor.expr import Const, Expr
 from lazytensor.kernels.program import program_for
 from lazytensor.tensor import Tensor
+
+_programs: dict = {}   # (structure id, out dtype) -> program, for DAGs that are trees over distinct leaves
 
 
 def lower(root, out_dtype):
     """-> (program, input arrays, scalar values) for evaluating `root` into a `out_dtype` array."""
-    memo = root._lowered if hasattr(root, "_lowered") else None
-    if memo is not None and memo[0].out_dtype == out_dtype:
-        return memo
+    leaves = root.leaves
+    if not root.shared and (len(leaves) < 2 or len(set(leaves)) == len(leaves)):
+        key = (root.skey, out_dtype)
+        program = _programs.get(key)
+        if program is None:
+            program = _programs.setdefault(key, _walk(root, out_dtype)[0])
+        return program, [t.data for t in leaves], list(root.scalars)
+    return _walk(root, out_dtype)
+
+
+def _walk(root, out_dtype):
     instrs = []
     ids = {}            # id(node) -> value id
     inputs = []
@@ -49,9 +60,5 @@ def lower(root, out_dtype):
                     stack.append((a, False))
             continue
         ids[key] = len(instrs) - 1
-    # The result must be the last instruction (it is, unless the root itself was visited early).
     program = program_for(tuple(instrs), len(inputs), tuple(scalar_dtypes), out_dtype)
-    lowered = (program, inputs, scalars)
-    if hasattr(root, "_lowered"):
-        root._lowered = lowered
-    return lowered
+    return program, inputs, scalars

@@ -23,6 +23,17 @@ class Tensor(Operand):
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
     heavy = False
+    shared = False
+    scalars = ()
+
+    @property
+    def leaves(self):
+        return (self,)
+
+    @property
+    def skey(self) -> int:
+        k = _load_keys.get(self.data.dtype)
+        return k if k is not None else _load_key(self.data.dtype)
 
     @property
     def backend(self):
@@ -80,6 +91,17 @@ class Tensor(Operand):
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(", threshold=200)
         return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
+
+
+_load_keys: dict = {}
+
+
+def _load_key(dtype) -> int:
+    k = _load_keys.get(dtype)
+    if k is None:
+        from lazytensor.expr import structure_id
+        k = _load_keys[dtype] = structure_id(("load", dtype))
+    return k
 
 
 def _check_basic_index(key):
