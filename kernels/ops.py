@@ -57,7 +57,9 @@ def _sigmoid_rule(types):
 
 def _where_rule(types):
     _, a, b = types
-    out = np.result_type(a, b)
+    # The types int and float stand for weak Python scalars (NEP 50); np.result_type would read
+    # them as the strong default dtypes, so give it a weak value of that kind instead.
+    out = np.result_type(*(t(0) if t in (int, float) else t for t in (a, b)))
     return (np.dtype(bool), out, out), out
 
 
