@@ -1,0 +1,187 @@
+"""Built cuDNN graphs with their chosen plan and workspace, one per (graph kind, conv shape, device).
+
+The first call of a shape pays for the graph, the plan choice and the workspace; every later call
+is a dictionary lookup and one `execute_plan_at_index` on CuPy's current stream, with no rebuild
+and no host synchronisation. A graph cuDNN rejected is remembered too, so the fallback decision
+is not paid for twice.
+
+Plan choice, in order: the experience table of this (GPU, cuDNN) if it lists the shape; else, when
+tuning is on (LAZYTENSOR_CBR_TUNE, default 1), the fastest of the first
+LAZYTENSOR_CBR_TUNE_CANDIDATES (default 4) buildable plans, each run LAZYTENSOR_CBR_TUNE_RUNS
+(default 3) times; else cuDNN's first buildable plan. LAZYTENSOR_CBR_TABLES=0 ignores the tables;
+set to a directory it reads the tables there instead of cbr/tables/.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .conv_key import ConvKey
+from .cudnn_errors import CudnnGraphRejected
+from .cudnn_graphs import ConvGraph, GraphKind, build_conv_graph
+from .cudnn_handle import bind_current_stream, handle_for_device, import_cuda_modules
+from .cudnn_plans import PlanChoice, fastest_plan, first_buildable_plan, plan_from_names
+from .experience_table import ExperienceTable
+
+
+def env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}") from None
+
+
+@dataclass
+class CompiledConvGraph:
+    """A graph ready to run: its built plan and its own workspace."""
+
+    graph: ConvGraph
+    plan: PlanChoice
+    device_id: int
+    workspace: object = None  # cupy uint8 array, or None when the plan needs none
+    workspace_ptr: int = 0
+    launches: int = field(default=0)
+
+    def launch(self, pointers: dict[str, int]) -> None:
+        """Enqueue the graph on CuPy's current stream with `pointers` (role -> device pointer)."""
+        bind_current_stream(self.graph.handle)
+        self.graph.launch(self.plan.index, self.graph.variant_pack(pointers), self.workspace_ptr)
+        self.launches += 1
+
+    def describe(self) -> str:
+        return f"cuDNN {self.graph.kind.value} graph for {self.graph.key} on device {self.device_id}: {self.plan.describe()}"
+
+
+class ConvGraphCache:
+    """(kind, ConvKey, device id) -> CompiledConvGraph, built on first use.
+
+    tune/candidates/runs: None reads the LAZYTENSOR_CBR_TUNE* variables at build time.
+    table: an ExperienceTable to use on every device, None for no table, or "auto" for the
+    tables of each device's (GPU, cuDNN) found in cbr/tables/ (or LAZYTENSOR_CBR_TABLES).
+    """
+
+    def __init__(self, tune: bool | None = None, candidates: int | None = None, runs: int | None = None, table="auto"):
+        self.tune = tune
+        self.candidates = candidates
+        self.runs = runs
+        self.table = table
+        self._device_tables: dict[int, ExperienceTable | None] = {}
+        self._entries: dict[tuple, CompiledConvGraph] = {}
+        self._rejected: dict[tuple, CudnnGraphRejected] = {}
+        self.builds = 0  # graphs built (a rebuild would show here)
+        self.hits = 0  # calls served by an entry already built
+
+    def get(self, kind: GraphKind, key: ConvKey, device_id: int, pointers: dict[str, int]) -> CompiledConvGraph:
+        """The compiled graph for (kind, key, device_id); `pointers` are the caller's buffers, used
+        only to time candidate plans on a first call. Raises CudnnGraphRejected when cuDNN will not."""
+        kind = GraphKind(kind)
+        cache_key = (kind, key, device_id)
+        entry = self._entries.get(cache_key)
+        if entry is not None:
+            self.hits += 1
+            return entry
+        rejected = self._rejected.get(cache_key)
+        if rejected is not None:
+            raise rejected
+        try:
+            entry = self._build(kind, key, device_id, pointers)
+        except CudnnGraphRejected as e:
+            self._rejected[cache_key] = e
+            raise
+        self._entries[cache_key] = entry
+        return entry
+
+    def entry(self, kind: GraphKind, key: ConvKey, device_id: int) -> CompiledConvGraph | None:
+        """The compiled graph if it was built (for explain); never builds."""
+        return self._entries.get((GraphKind(kind), key, device_id))
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._rejected.clear()
+        self._device_tables.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # ---- building ------------------------------------------------------------------------------
+    def _build(self, kind: GraphKind, key: ConvKey, device_id: int, pointers: dict[str, int]) -> CompiledConvGraph:
+        cupy, _ = import_cuda_modules()
+        table = self._table_for(device_id)
+        if table is not None:
+            reason = table.rejection(kind, key)
+            if reason is not None:
+                raise CudnnGraphRejected(kind.value, key, f"{reason} (recorded in the experience table)")
+        with cupy.cuda.Device(device_id):
+            handle = handle_for_device(device_id)
+            bind_current_stream(handle)
+            graph = build_conv_graph(kind, key, handle)
+            self.builds += 1
+            plan = self._choose_plan(graph, table, pointers)
+            workspace = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8) if plan.workspace_bytes else None
+        ptr = workspace.data.ptr if workspace is not None else 0
+        return CompiledConvGraph(graph, plan, device_id, workspace, ptr)
+
+    def _choose_plan(self, graph: ConvGraph, table: ExperienceTable | None, pointers: dict[str, int]) -> PlanChoice:
+        failures: dict[str, str] = {}
+        if table is not None:
+            names = table.plan_names(graph.kind, graph.key)
+            if names:
+                choice, failures = plan_from_names(graph, names)
+                if choice is not None:
+                    return choice
+        tune = self.tune if self.tune is not None else env_flag("LAZYTENSOR_CBR_TUNE", True)
+        if tune:
+            candidates = self.candidates or env_int("LAZYTENSOR_CBR_TUNE_CANDIDATES", 4)
+            runs = self.runs or env_int("LAZYTENSOR_CBR_TUNE_RUNS", 3)
+            choice = fastest_plan(graph, pointers, candidates, runs)
+            choice.failures = {**failures, **choice.failures}
+            return choice
+        return first_buildable_plan(graph, failures)
+
+    def _table_for(self, device_id: int) -> ExperienceTable | None:
+        if self.table is None or isinstance(self.table, ExperienceTable):
+            return self.table
+        if device_id not in self._device_tables:
+            self._device_tables[device_id] = load_device_table(device_id)
+        return self._device_tables[device_id]
+
+
+def load_device_table(device_id: int) -> ExperienceTable | None:
+    """The merged experience tables of this device's (GPU, cuDNN), or None when there are none or they are off."""
+    setting = os.environ.get("LAZYTENSOR_CBR_TABLES", "").strip()
+    if setting.lower() in ("0", "off", "false", "no"):
+        return None
+    gpu, version = device_identity(device_id)
+    table = ExperienceTable.for_device(gpu, version, setting or None)
+    return table if len(table) else None
+
+
+def device_identity(device_id: int) -> tuple[str, int]:
+    """(GPU name, cuDNN backend version) naming this device's experience tables."""
+    cupy, cudnn = import_cuda_modules()
+    name = cupy.cuda.runtime.getDeviceProperties(device_id)["name"]
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    return name.strip(), int(cudnn.backend_version())
+
+
+_default_cache: ConvGraphCache | None = None
+
+
+def default_cache() -> ConvGraphCache:
+    """The process-wide cache the cuDNN conv functions use unless handed another."""
+    global _default_cache
+    if _default_cache is None:
+        _default_cache = ConvGraphCache()
+    return _default_cache

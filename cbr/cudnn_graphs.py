@@ -1,0 +1,143 @@
+"""The three cuDNN frontend graphs of the CBR path, built and planned for one conv shape.
+
+    conv_genstats         y = conv(x, w);  sum[k], sum_sq[k] over N, P, Q of y   (training, stage 1)
+    conv                  y = conv(x, w)                                          (stage 1 without stats)
+    conv_scale_bias_relu  y = relu(conv(x, w) * eq_scale[k] + eq_bias[k])         (inference, BN folded)
+
+x and w are float16 NHWC / KRSC, y float16 NHWC; the statistics, eq_scale and eq_bias are float32
+(K,) vectors, and the conv accumulates in float32 (the intermediate type), so the statistics and
+the epilogue see the unrounded conv result.
+
+cuDNN describes every tensor with dims in N, C, H, W order; the channels-last layout lives in the
+strides. A built `ConvGraph` has its plan list (heuristic modes A, then FALLBACK) but no plan built:
+choosing the plan is cudnn_plans' job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .conv_key import ConvKey
+from .cudnn_errors import CudnnGraphRejected
+from .cudnn_handle import import_cuda_modules
+
+
+class GraphKind(str, Enum):
+    CONV_GENSTATS = "conv_genstats"
+    CONV = "conv"
+    CONV_SCALE_BIAS_RELU = "conv_scale_bias_relu"
+
+
+# The buffers each graph reads or writes, by role; a launch passes one device pointer per role.
+GRAPH_ROLES = {
+    GraphKind.CONV_GENSTATS: ("x", "w", "y", "sum", "sum_sq"),
+    GraphKind.CONV: ("x", "w", "y"),
+    GraphKind.CONV_SCALE_BIAS_RELU: ("x", "w", "eq_scale", "eq_bias", "y"),
+}
+
+
+def nchw_dims_nhwc_strides(n: int, c: int, h: int, w: int) -> tuple[list[int], list[int]]:
+    """cuDNN's description of a dense channels-last (N, H, W, C) tensor."""
+    return [n, c, h, w], [h * w * c, 1, w * c, c]
+
+
+@dataclass
+class ConvGraph:
+    """A validated, planned cuDNN graph and the uid of each of its buffers."""
+
+    kind: GraphKind
+    key: ConvKey
+    graph: object  # cudnn.pygraph
+    uids: dict[str, int]
+    handle: object
+    roles: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self):
+        self.roles = GRAPH_ROLES[self.kind]
+
+    @property
+    def plan_count(self) -> int:
+        return self.graph.get_execution_plan_count()
+
+    def plan_name(self, index: int) -> str:
+        return self.graph.get_plan_name_at_index(index)
+
+    def build_plan(self, index: int) -> int:
+        """Build plan `index` (kept alongside any other built plan); returns its workspace size in bytes."""
+        self.graph.build_plan_at_index(index)
+        return int(self.graph.get_workspace_size_plan_at_index(index))
+
+    def variant_pack(self, pointers: dict[str, int]) -> dict[int, int]:
+        """uid -> device pointer, from role -> device pointer."""
+        try:
+            return {self.uids[role]: pointers[role] for role in self.roles}
+        except KeyError as e:
+            raise ValueError(f"the {self.kind.value} graph needs buffers {self.roles}; missing {e}") from None
+
+    def launch(self, index: int, pack: dict[int, int], workspace_ptr: int) -> None:
+        """Enqueue plan `index` (already built) on the handle's stream; never waits for the GPU."""
+        self.graph.execute_plan_at_index(pack, workspace_ptr or None, index=index, handle=self.handle)
+
+
+def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
+    """Describe, validate and plan the `kind` graph for `key`; CudnnGraphRejected if cuDNN will not."""
+    kind = GraphKind(kind)
+    _, cudnn = import_cuda_modules()
+    if key.dtype != "float16":
+        raise CudnnGraphRejected(kind.value, key, f"the cuDNN graphs take float16 x and w; got {key.dtype}")
+    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    n, p, q, k = key.out_shape
+    try:
+        g = cudnn.pygraph(
+            name=f"lazytensor_{kind.value}",
+            io_data_type=half,
+            intermediate_data_type=f32,
+            compute_data_type=f32,
+            handle=handle,
+        )
+        x_dims, x_strides = nchw_dims_nhwc_strides(key.n, key.c, key.h, key.w)
+        w_dims, w_strides = nchw_dims_nhwc_strides(key.k, key.c, key.r, key.s)
+        y_dims, y_strides = nchw_dims_nhwc_strides(n, k, p, q)
+        vec_dims, vec_strides = nchw_dims_nhwc_strides(1, k, 1, 1)
+        x = g.tensor(name="x", dim=x_dims, stride=x_strides, data_type=half)
+        w = g.tensor(name="w", dim=w_dims, stride=w_strides, data_type=half)
+        conv = g.conv_fprop(
+            image=x,
+            weight=w,
+            padding=list(key.padding),
+            stride=list(key.stride),
+            dilation=list(key.dilation),
+            compute_data_type=f32,
+            name="conv",
+        )
+        tensors = {"x": x, "w": w}
+        if kind is GraphKind.CONV_SCALE_BIAS_RELU:
+            scale = g.tensor(name="eq_scale", dim=vec_dims, stride=vec_strides, data_type=f32)
+            bias = g.tensor(name="eq_bias", dim=vec_dims, stride=vec_strides, data_type=f32)
+            scaled = g.mul(a=conv, b=scale, compute_data_type=f32, name="scale")
+            shifted = g.add(a=scaled, b=bias, compute_data_type=f32, name="shift")
+            y = g.relu(input=shifted, compute_data_type=f32, name="relu")
+            tensors.update(eq_scale=scale, eq_bias=bias)
+        else:
+            y = conv
+        y.set_output(True).set_data_type(half).set_dim(y_dims).set_stride(y_strides)
+        tensors["y"] = y
+        if kind is GraphKind.CONV_GENSTATS:
+            total, total_sq = g.genstats(input=y, name="genstats")
+            for t in (total, total_sq):
+                t.set_output(True).set_data_type(f32).set_dim(vec_dims).set_stride(vec_strides)
+            tensors.update(sum=total, sum_sq=total_sq)
+
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+    except cudnn.cudnnGraphNotSupportedError as e:
+        raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
+    except (RuntimeError, ValueError) as e:
+        # The binding reports a descriptor cuDNN cannot represent as RuntimeError; the frontend's
+        # own checks raise ValueError. Either way there is no graph, and the caller falls back.
+        raise CudnnGraphRejected(kind.value, key, f"{type(e).__name__}: {str(e).strip()}") from e
+    uids = {role: int(tensors[role].get_uid()) for role in GRAPH_ROLES[kind]}
+    return ConvGraph(kind, key, g, uids, handle)

@@ -1,0 +1,152 @@
+"""Experience tables: the measured best cuDNN plans per conv shape, for one (GPU, cuDNN version).
+
+A tuner run (`python -m lazytensor.cbr.tune`) times the plans of every CBR graph of a model's conv
+shapes and writes a JSON file here, in cbr/tables/. At run time a shape found in the table builds
+its winner, else backup1, else backup2, and only then falls back to cuDNN's heuristics: no timing.
+Plans are named the way cuDNN names them (engine and knobs), which is stable for one cuDNN version;
+the index in cuDNN's ranked list is kept beside the name for reading, not for lookup.
+
+File layout (format 1):
+    {"format": 1, "gpu": "NVIDIA H200", "cudnn_version": 91900, "meta": {...},
+     "shapes": {"<ConvKey.table_key()>": {"<graph kind>": ENTRY, ...}, ...}}
+    ENTRY = {"plan_count": 44, "timed": 8,
+             "winner":  {"name": ..., "index": 3, "median_ms": 0.101, "workspace_bytes": 0},
+             "backup1": {...}, "backup2": {...},
+             "heuristic_choice": {"name": ..., "index": 0, "median_ms": ...},   (the first plan that ran)
+             "workspace_bytes": <winner's>, "times_ms": {plan name: median ms, ...},
+             "failed": {plan name: reason, ...}}
+    or {"rejected": "<why cuDNN would not build this graph>"}
+Files are named <gpu slug>__cudnn<version>[__<model>].json; every file of one (GPU, cuDNN) is merged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+TABLES_DIR = Path(__file__).with_name("tables")
+FORMAT = 1
+RANKS = ("winner", "backup1", "backup2")
+
+
+def device_slug(gpu_name: str, cudnn_version: int) -> str:
+    """File-name stem for one (GPU, cuDNN): 'NVIDIA H200', 91900 -> 'nvidia-h200__cudnn91900'."""
+    gpu = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-") or "unknown-gpu"
+    return f"{gpu}__cudnn{int(cudnn_version)}"
+
+
+def key_text(key) -> str:
+    return key if isinstance(key, str) else key.table_key()
+
+
+def kind_text(kind) -> str:
+    return getattr(kind, "value", kind)
+
+
+def make_entry(plan_count: int, timings, failures: dict[str, str], truncated: bool = False) -> dict:
+    """A table entry from PlanTiming-like records (index, name, median_ms, workspace_bytes), any order."""
+    ranked = sorted(timings, key=lambda t: t.median_ms)
+    entry: dict = {"plan_count": int(plan_count), "timed": len(ranked)}
+    for rank, t in zip(RANKS, ranked):
+        entry[rank] = {
+            "name": t.name,
+            "index": int(t.index),
+            "median_ms": round(float(t.median_ms), 5),
+            "workspace_bytes": int(t.workspace_bytes),
+        }
+    if ranked:
+        first = min(ranked, key=lambda t: t.index)  # what cuDNN's heuristics alone would have run
+        entry["heuristic_choice"] = {"name": first.name, "index": int(first.index), "median_ms": round(float(first.median_ms), 5)}
+    entry["workspace_bytes"] = int(ranked[0].workspace_bytes) if ranked else 0
+    entry["times_ms"] = {t.name: round(float(t.median_ms), 5) for t in ranked}
+    if failures:
+        entry["failed"] = dict(failures)
+    if truncated:
+        entry["truncated"] = True
+    return entry
+
+
+def rejected_entry(reason: str) -> dict:
+    return {"rejected": reason}
+
+
+class ExperienceTable:
+    def __init__(self, gpu_name: str, cudnn_version: int, shapes: dict | None = None, meta: dict | None = None):
+        self.gpu_name = gpu_name
+        self.cudnn_version = int(cudnn_version)
+        self.shapes: dict[str, dict[str, dict]] = shapes if shapes is not None else {}
+        self.meta: dict = meta if meta is not None else {}
+
+    # ---- lookup and record ---------------------------------------------------------------------
+    def lookup(self, kind, key) -> dict | None:
+        return self.shapes.get(key_text(key), {}).get(kind_text(kind))
+
+    def plan_names(self, kind, key) -> list[str]:
+        """Winner, backup1, backup2 (those recorded), the order in which to try them."""
+        entry = self.lookup(kind, key) or {}
+        return [entry[rank]["name"] for rank in RANKS if rank in entry]
+
+    def rejection(self, kind, key) -> str | None:
+        return (self.lookup(kind, key) or {}).get("rejected")
+
+    def record(self, kind, key, entry: dict) -> None:
+        self.shapes.setdefault(key_text(key), {})[kind_text(kind)] = entry
+
+    def merge(self, other: "ExperienceTable") -> None:
+        for key, kinds in other.shapes.items():
+            for kind, entry in kinds.items():
+                self.record(kind, key, entry)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    # ---- files ---------------------------------------------------------------------------------
+    def file_name(self, model: str | None = None) -> str:
+        stem = device_slug(self.gpu_name, self.cudnn_version)
+        return f"{stem}__{model}.json" if model else f"{stem}.json"
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "gpu": self.gpu_name,
+            "cudnn_version": self.cudnn_version,
+            "meta": self.meta,
+            "shapes": self.shapes,
+        }
+
+    def save(self, path) -> Path:
+        """Write atomically (a tuner cut off mid-write leaves the previous file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ExperienceTable":
+        if data.get("format") != FORMAT:
+            raise ValueError(f"experience table format {data.get('format')!r} is not {FORMAT}")
+        return cls(data["gpu"], data["cudnn_version"], dict(data.get("shapes", {})), dict(data.get("meta", {})))
+
+    @classmethod
+    def load(cls, path) -> "ExperienceTable":
+        try:
+            return cls.from_json(json.loads(Path(path).read_text()))
+        except (KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"{path} is not a lazytensor experience table: {e}") from e
+
+    @classmethod
+    def for_device(cls, gpu_name: str, cudnn_version: int, directory=None) -> "ExperienceTable":
+        """Every table of this (GPU, cuDNN) in `directory` (default cbr/tables/), merged; empty if none."""
+        directory = Path(directory) if directory is not None else TABLES_DIR
+        merged = cls(gpu_name, cudnn_version)
+        stem = device_slug(gpu_name, cudnn_version)
+        if directory.is_dir():
+            for path in sorted(directory.glob(f"{stem}*.json")):
+                table = cls.load(path)
+                if device_slug(table.gpu_name, table.cudnn_version) == stem:
+                    merged.merge(table)
+        return merged

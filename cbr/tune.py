@@ -1,0 +1,191 @@
+"""Measure the cuDNN plans of a model's conv shapes and write the experience table.
+
+    python -m lazytensor.cbr.tune --model resnet50|vgg16 [--batch N] [--out DIR]
+        [--max-plans 8] [--runs 3] [--budget-s SECONDS] [--kinds conv_genstats,conv,conv_scale_bias_relu]
+
+For each distinct conv shape of the model and each CBR graph (conv+genstats, conv, inference
+conv+scale+bias+relu) it builds the graph, then builds and times its plans in cuDNN's heuristic
+order (at most --max-plans, 0 for all; a plan whose warm-up is 20x slower than the best so far is
+not repeated), and records the winner, two backups, the winner's workspace and every median time.
+--budget-s bounds the whole run: each graph gets an equal share of what is left, so a short budget
+times fewer plans per graph rather than skipping shapes. The table is saved after every shape, so
+an interrupted run keeps what it measured. It prints one line per graph and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+from .conv_key import ConvKey
+from .cudnn_cache import device_identity
+from .cudnn_errors import CudnnGraphRejected
+from .cudnn_graphs import GRAPH_ROLES, GraphKind, build_conv_graph
+from .cudnn_handle import bind_current_stream, handle_for_device, import_cuda_modules
+from .cudnn_plans import describe_error, time_plans
+from .experience_table import TABLES_DIR, ExperienceTable, make_entry, rejected_entry
+from .model_shapes import MODELS, distinct_shapes
+
+# No graph gets less than this, even when the budget is spent: its first plan is always timed.
+MIN_GRAPH_SLICE_S = 0.5
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cupy, cudnn = import_cuda_modules()
+    make_convs, default_batch = MODELS[args.model]
+    batch = args.batch or default_batch
+    shapes = distinct_shapes(make_convs(batch))
+    kinds = [GraphKind(k) for k in args.kinds.split(",")]
+
+    device_id = cupy.cuda.Device().id
+    gpu_name, cudnn_version = device_identity(device_id)
+    handle = handle_for_device(device_id)
+    bind_current_stream(handle)
+    table = ExperienceTable(
+        gpu_name,
+        cudnn_version,
+        meta={
+            "model": args.model,
+            "batch": batch,
+            "cudnn_frontend": getattr(cudnn, "__version__", "?"),
+            "max_plans": args.max_plans,
+            "runs": args.runs,
+            "measured": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "how": "CUDA events around back-to-back execute_plan_at_index calls; median of the runs",
+        },
+    )
+    out_path = Path(args.out) / table.file_name(args.model)
+    print(f"# {args.model}, batch {batch}: {len(shapes)} distinct conv shapes x {len(kinds)} graphs on {gpu_name}, "
+          f"cuDNN {cudnn_version}, frontend {table.meta['cudnn_frontend']} -> {out_path}", flush=True)
+
+    started = time.monotonic()
+    deadline = started + args.budget_s if args.budget_s > 0 else math.inf
+    graphs_left = len(shapes) * len(kinds)
+    summary = []
+    for key, layers in shapes:
+        buffers = allocate_buffers(cupy, key)
+        pointers = {role: a.data.ptr for role, a in buffers.items()}
+        row = {"key": key, "layers": layers}
+        for kind in kinds:
+            now = time.monotonic()
+            share = (deadline - now) / graphs_left if math.isfinite(deadline) else math.inf
+            graph_deadline = now + max(MIN_GRAPH_SLICE_S, share)
+            graphs_left -= 1
+            try:
+                entry, graph = tune_graph(kind, key, handle, pointers, args.max_plans, args.runs, graph_deadline)
+            except Exception as e:  # noqa: BLE001 - record it and go on to the next graph
+                entry, graph = {"error": describe_error(e)}, None
+            if kind is GraphKind.CONV_GENSTATS and "genstats_outputs" not in table.meta and "winner" in entry:
+                table.meta["genstats_outputs"] = probe_genstats_outputs(cupy, graph, buffers, entry["winner"])
+            table.record(kind, key, entry)
+            row[kind.value] = entry
+            print(graph_line(kind, key, entry), flush=True)
+        del buffers
+        table.meta["elapsed_s"] = round(time.monotonic() - started, 1)
+        table.save(out_path)
+        summary.append(row)
+
+    print_summary(summary)
+    print(f"# wrote {out_path} in {time.monotonic() - started:.1f} s", flush=True)
+    return 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m lazytensor.cbr.tune", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, choices=sorted(MODELS))
+    p.add_argument("--batch", type=int, default=0, help="batch size (default: 128 for resnet50, 64 for vgg16)")
+    p.add_argument("--out", default=str(TABLES_DIR), help="directory for the JSON table (default: cbr/tables/)")
+    p.add_argument("--max-plans", type=int, default=8, help="plans timed per graph, in heuristic order (0: all)")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per plan after one warm-up")
+    p.add_argument("--budget-s", type=float, default=0.0, help="wall-clock bound for the whole run (0: none)")
+    p.add_argument("--kinds", default=",".join(k.value for k in GraphKind), help="graphs to tune, comma-separated")
+    return p.parse_args(argv)
+
+
+def allocate_buffers(cupy, key: ConvKey) -> dict:
+    """Random operands (timing on zeros would flatter some engines) and outputs for every role."""
+    n, p, q, k = key.out_shape
+    rng = cupy.random.RandomState(0)
+    fan_in = key.c * key.r * key.s
+    return {
+        "x": rng.standard_normal(key.x_shape, dtype=cupy.float32).astype(cupy.float16),
+        "w": (rng.standard_normal(key.w_shape, dtype=cupy.float32) / math.sqrt(fan_in)).astype(cupy.float16),
+        "y": cupy.empty((n, p, q, k), dtype=cupy.float16),
+        "sum": cupy.zeros(k, dtype=cupy.float32),
+        "sum_sq": cupy.zeros(k, dtype=cupy.float32),
+        "eq_scale": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
+        "eq_bias": rng.standard_normal((k,), dtype=cupy.float32),
+    }
+
+
+def tune_graph(kind: GraphKind, key: ConvKey, handle, pointers, max_plans: int, runs: int, deadline: float):
+    """(table entry, the graph with its timed plans still built, or None when cuDNN rejected it)."""
+    try:
+        cg = build_conv_graph(kind, key, handle)
+    except CudnnGraphRejected as e:
+        return rejected_entry(e.reason), None
+    count = cg.plan_count
+    limit = count if max_plans <= 0 else min(count, max_plans)
+    roles = {r: pointers[r] for r in GRAPH_ROLES[kind]}
+    try:
+        timings, failures, truncated = time_plans(cg, roles, range(limit), runs, deadline=deadline)
+    except Exception as e:  # noqa: BLE001 - one broken graph must not end the whole run
+        return {"plan_count": count, "timed": 0, "error": describe_error(e)}, cg
+    return make_entry(count, timings, failures, truncated=truncated or limit < count), cg
+
+
+def probe_genstats_outputs(cupy, cg, buffers, winner: dict) -> str:
+    """Whether genstats overwrites its sum buffers or adds to them (the runtime zeroes them either way)."""
+    try:
+        workspace = cupy.empty(max(winner["workspace_bytes"], 1), dtype=cupy.uint8)
+        pack = cg.variant_pack({r: buffers[r].data.ptr for r in GRAPH_ROLES[GraphKind.CONV_GENSTATS]})
+        sums = []
+        for start in (0.0, 1.0e6):
+            buffers["sum"].fill(start)
+            buffers["sum_sq"].fill(start)
+            cg.launch(winner["index"], pack, workspace.data.ptr if winner["workspace_bytes"] else 0)
+            sums.append(float(cupy.asnumpy(buffers["sum_sq"][:1])[0]))
+        return "accumulated" if abs((sums[1] - sums[0]) - 1.0e6) < 1.0e3 else "overwritten"
+    except Exception as e:  # noqa: BLE001
+        return f"unknown ({describe_error(e)})"
+
+
+def graph_line(kind: GraphKind, key: ConvKey, entry: dict) -> str:
+    head = f"{kind.value:21s} {key.table_key():58s}"
+    if "rejected" in entry:
+        return f"{head} REJECTED: {entry['rejected'][:200]}"
+    if "error" in entry:
+        return f"{head} ERROR: {entry['error'][:200]}"
+    times = sorted(entry.get("times_ms", {}).values())
+    if not times:
+        return f"{head} {entry['plan_count']:3d} plans, none ran: {list(entry.get('failed', {}).values())[:2]}"
+    w = entry["winner"]
+    more = " (cut)" if entry.get("truncated") else ""
+    return (
+        f"{head} {entry['plan_count']:3d} plans, timed {entry['timed']}{more}: best {times[0]:.4f} ms, "
+        f"worst {times[-1]:.4f} ms, cuDNN's first {entry['heuristic_choice']['median_ms']:.4f} ms; "
+        f"winner #{w['index']} ws {w['workspace_bytes']} B, failed {len(entry.get('failed', {}))}"
+    )
+
+
+def print_summary(rows) -> None:
+    """conv+genstats against conv alone (and the inference graph) per shape: best times."""
+    print("\n# best ms per shape: conv+genstats | conv | ratio | inference graph   (layers)")
+    for row in rows:
+        def best(kind):
+            entry = row.get(kind.value, {})
+            times = entry.get("times_ms", {})
+            return min(times.values()) if times else None
+
+        g, c, i = best(GraphKind.CONV_GENSTATS), best(GraphKind.CONV), best(GraphKind.CONV_SCALE_BIAS_RELU)
+        fmt = lambda v: f"{v:8.4f}" if v is not None else "     n/a"  # noqa: E731
+        ratio = f"{g / c:5.2f}" if g and c else "  n/a"
+        print(f"{row['key'].table_key():58s} {fmt(g)} | {fmt(c)} | {ratio} | {fmt(i)}   ({', '.join(row['layers'][:3])}{'...' if len(row['layers']) > 3 else ''})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
