@@ -36,6 +36,8 @@ class Const:
     leaves = ()
 
     def __init__(self, value, dtype):
+        if dtype.kind == "u" and dtype.itemsize == 8:
+            value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
         self.value = value
         self.dtype = dtype
         skey = _const_keys.get(dtype)
@@ -168,7 +170,12 @@ def apply(op: str, *operands) -> Expr:
                 device = _device_of((device, d))
         else:
             if type(x) is int and want.kind in "iu":
-                _dt.scalar_value(x, want)         # NumPy's OverflowError for out-of-range Python ints
+                try:
+                    _dt.scalar_value(x, want)     # NumPy's OverflowError for out-of-range Python ints
+                except OverflowError:
+                    if op not in _COMPARISONS:
+                        raise
+                    return _compare_wide(op, operands)
             elif isinstance(x, np.generic):
                 x = x.item()
             x = Const(x, want)
@@ -181,6 +188,22 @@ def apply(op: str, *operands) -> Expr:
     else:
         shape = broadcast_shapes(*(a.shape for a in args))
     return Expr(op, tuple(args), shape, out, device, heavy)
+
+
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
+
+
+def _compare_wide(op: str, operands) -> Expr:
+    """NumPy 2 compares integers with an out-of-range Python int exactly (int8 < 300 is True
+    everywhere): compare in a 64-bit loop where the int fits (int64 and uint64 mix exactly)."""
+    wide = []
+    for x in operands:
+        if type(x) is int:
+            if not -2**63 <= x < 2**64:
+                raise OverflowError(f"Python integer {x} out of bounds for int64 and uint64")
+            x = np.int64(x) if x < 2**63 else np.uint64(x)
+        wide.append(x)
+    return apply(op, *wide)
 
 
 from lazytensor import tensor as _tensor  # noqa: E402  (NumPy arrays in expressions become CPU tensors)
