@@ -17,6 +17,7 @@ from . import launch_log
 from .cache import KernelCache, cache_dir
 from .program import ElementwiseProgram, Layout, layout_of
 from .render_numba import render_numba
+from .render_numba_reduce import CHUNKS, render_numba_reduce, state_dtypes, strategy
 
 # Below this many elements the thread pool costs more than it saves.
 PARALLEL_MIN_ELEMENTS = 1 << 16
@@ -35,6 +36,13 @@ class CpuKernel:
 
 def _kernel_arg(a: np.ndarray):
     return a.view(np.uint16) if a.dtype == _F16 else a
+
+
+def layout_for_shape(shape: tuple, inputs) -> Layout:
+    for a in inputs:
+        if a.shape != shape or not a.flags.c_contiguous:
+            return layout_of(shape, [a.shape for a in inputs], False)
+    return _FLAT[len(shape)]
 
 
 def layout_for(out: np.ndarray, inputs) -> Layout:
@@ -69,10 +77,9 @@ class CpuBackend:
 
     # -- kernels ------------------------------------------------------------------------------
     def kernel(self, program: ElementwiseProgram, layout: Layout) -> CpuKernel:
-        return self.kernels.get_or_build((program, layout), lambda: self._build(program, layout))
+        return self.kernels.get_or_build((program, layout), lambda: self._build(program, render_numba(program, layout)))
 
-    def _build(self, program, layout) -> CpuKernel:
-        source = render_numba(program, layout)
+    def _build(self, program, source: str) -> CpuKernel:
         name = "lt_" + hashlib.sha1(source.encode()).hexdigest()[:20]
         folder = cache_dir() / "cpu"
         folder.mkdir(parents=True, exist_ok=True)
@@ -130,6 +137,40 @@ class CpuBackend:
                 kernel.name, "cpu", "elementwise", elements, cache,
                 time.perf_counter() - started if compiled else 0.0,
                 "parallel" if fn.py_func.__name__ == "kernel_par" else "serial"))
+
+    # -- reductions -----------------------------------------------------------------------------
+    def reduction_kernel(self, program, spec, layout) -> CpuKernel:
+        key = ("reduce", program, spec.kind, spec.axes, len(spec.in_shape), spec.acc_dtype, spec.out_dtype,
+               spec.ddof, spec.root, layout)
+        return self.kernels.get_or_build(key, lambda: self._build(program, render_numba_reduce(program, spec, layout)))
+
+    def run_reduction(self, program, spec, out, inputs, scalars):
+        shape = spec.in_shape
+        layout = layout_for_shape(shape, inputs)
+        kernel = self.reduction_kernel(program, spec, layout)
+        target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        args = [_kernel_arg(a) for a in inputs] + list(scalars) + list(shape) + [float(spec.count)]
+        started = time.perf_counter()
+        fresh = not kernel.module.reduce_main.overloads
+        if strategy(spec) == "rows":
+            kernel.module.reduce_main(_kernel_arg(target), *args)
+        else:
+            nchunks = max(1, min(CHUNKS, shape[spec.axes[0]]))
+            nk = target.size
+            parts = [np.empty((nchunks, nk), dt) for dt in state_dtypes(spec)]
+            kernel.module.reduce_main(*parts, nchunks, *args)
+            kernel.module.reduce_finish(_kernel_arg(target), *parts, nchunks, float(spec.count))
+        if target is not out:
+            out[...] = target
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord(
+                kernel.name, "cpu", "reduction", int(np.prod(shape)), "compiled" if fresh else "memory",
+                time.perf_counter() - started if fresh else 0.0, strategy(spec)))
+
+    def explain_reduction(self, program, spec, out, inputs) -> str:
+        layout = layout_for_shape(spec.in_shape, inputs)
+        kernel = self.reduction_kernel(program, spec, layout)
+        return f"cpu reduction kernel {kernel.name}: loop shape '{strategy(spec)}'\n{kernel.source}"
 
     def explain_elementwise(self, program, out, inputs) -> str:
         layout = layout_for(out, inputs)

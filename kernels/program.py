@@ -85,3 +85,32 @@ def describe(program: ElementwiseProgram) -> str:
             rhs = f"{op}(" + ", ".join(f"v{a}" for a in args) + ")"
         lines.append(f"v{vid}: {np.dtype(dtype).name} = {rhs}")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """What a reduction kernel computes from the values of an ElementwiseProgram evaluated over
+    `in_shape`: reduce over `axes` (sorted, normalized), accumulate in `acc_dtype`, store `out_dtype`
+    into an array of in_shape without the reduced axes.
+
+    kind: sum prod max min any all argmax argmin mean var (std is var with `root`).
+    For mean/var/std the kernel divides by the count (minus ddof) itself, so `x.mean()` is one kernel.
+    The reduction order is fixed (blocked/pairwise), so results do not depend on the thread count."""
+    kind: str
+    axes: tuple
+    in_shape: tuple
+    acc_dtype: np.dtype
+    out_dtype: np.dtype
+    ddof: int = 0
+    root: bool = False
+
+    @property
+    def out_shape(self) -> tuple:
+        return tuple(d for i, d in enumerate(self.in_shape) if i not in self.axes)
+
+    @property
+    def count(self) -> int:
+        n = 1
+        for a in self.axes:
+            n *= self.in_shape[a]
+        return n

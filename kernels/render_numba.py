@@ -16,6 +16,11 @@ _F16 = np.dtype(np.float16)
 _BOOL = np.dtype(bool)
 
 
+MODULE_HEADER = ("import math", "import numpy as np", "from numba import njit, prange",
+                 "from lazytensor.kernels.numba_prelude import *", "")
+JIT = "@njit(parallel={parallel}, cache=True, error_model='numpy', boundscheck=False, nogil=True)"
+
+
 def register_type(dtype: np.dtype) -> str:
     """The numba constructor of the type a value of `dtype` is held in (float16 lives in float32)."""
     dtype = np.dtype(dtype)
@@ -36,14 +41,14 @@ def _load(expr: str, dtype: np.dtype) -> str:
     return f"lt_h2f({expr})" if np.dtype(dtype) == _F16 else expr
 
 
-def _store(expr: str, dtype: np.dtype) -> str:
+def store_expr(expr: str, dtype: np.dtype) -> str:
     dtype = np.dtype(dtype)
     if dtype == _F16:
         return f"lt_f2h({expr})"
     return convert(expr, dtype)
 
 
-def _body(program: ElementwiseProgram, element_of) -> list[str]:
+def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
     """Straight-line statements computing every value; `element_of(i)` reads input i's element."""
     dtypes = [np.dtype(ins[1]) for ins in program.instrs]
     lines = []
@@ -70,11 +75,11 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
     params = ["out"] + [f"in{i}" for i in range(n_in)] + [f"s{i}" for i in range(len(program.scalar_dtypes))]
     prologue = [f"c{i} = {convert(f's{i}', dt)}" for i, dt in enumerate(program.scalar_dtypes)]
     store_dtype = program.out_dtype
-    result = _store(f"v{program.result}", store_dtype)
+    result = store_expr(f"v{program.result}", store_dtype)
 
     if layout.flat:
         prologue += ["o = out.reshape(-1)"] + [f"x{i} = in{i}.reshape(-1)" for i in range(n_in)]
-        body = _body(program, lambda i: f"x{i}[i]")
+        body = body_lines(program, lambda i: f"x{i}[i]")
         loops = [("i", "o.shape[0]")]
         store = f"o[i] = {result}"
     else:
@@ -87,14 +92,13 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
             subs = [idx[off + d] if varies else "0" for d, varies in enumerate(mask)]
             return f"in{i}[{', '.join(subs) if subs else '()'}]"
 
-        body = _body(program, element_of)
+        body = body_lines(program, element_of)
         loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
         store = f"out[{', '.join(idx) if idx else '()'}] = {result}"
 
-    src = ["import math", "import numpy as np", "from numba import njit, prange",
-           "from lazytensor.kernels.numba_prelude import *", ""]
+    src = list(MODULE_HEADER)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
-        src.append(f"@njit(parallel={parallel}, cache=True, error_model='numpy', boundscheck=False, nogil=True)")
+        src.append(JIT.format(parallel=parallel))
         src.append(f"def {name}({', '.join(params)}):")
         src += ["    " + line for line in prologue]
         depth = 1

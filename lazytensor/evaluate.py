@@ -6,7 +6,7 @@ import numpy as np
 from lazytensor import dtypes as _dt
 from lazytensor.expr import Const
 from lazytensor.operand import Operand
-from lazytensor.plan import plan
+from lazytensor.plan import _address, plan
 from lazytensor.shapes import check_assignable
 from lazytensor.tensor import Tensor, asarray, empty
 
@@ -36,9 +36,18 @@ def assign(dest: Tensor, value, what: str = "assign") -> None:
         check_assignable(node.shape, dest.shape)
     if node.dtype != dest.dtype:
         _dt.check_cast(node.dtype, dest.dtype, what)
+    if type(node) is Tensor and _same_memory(node.data, dest.data):
+        return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
     backend = dest.backend
     for step in plan(node, dest.data, backend):
         step.run()
+
+
+def _same_memory(a, b) -> bool:
+    if a is b:
+        return True
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and type(a) is type(b) and _address(a) == _address(b))
 
 
 def evaluate(expr) -> Tensor:

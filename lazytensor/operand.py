@@ -94,10 +94,39 @@ class Operand:
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
+    # -- views (no copy; see lazytensor.views) -----------------------------------------------------
+    def __getitem__(self, key): return _views.getitem(self, key)
+    @property
+    def T(self): return _views.transpose(self)
+    def transpose(self, *axes):
+        return _views.transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes)
+    def swapaxes(self, axis1, axis2): return _views.swapaxes(self, axis1, axis2)
+    def reshape(self, *shape): return _views.reshape(self, *shape)
+    def ravel(self): return _views.ravel(self)
+    def squeeze(self, axis=None): return _views.squeeze(self, axis)
+
+    # -- reductions (each a fused kernel with the expression that feeds it) ----------------------
+    def sum(self, axis=None, dtype=None, keepdims=False): return _red.reduce("sum", self, axis, keepdims, dtype)
+    def prod(self, axis=None, dtype=None, keepdims=False): return _red.reduce("prod", self, axis, keepdims, dtype)
+    def mean(self, axis=None, dtype=None, keepdims=False): return _red.reduce("mean", self, axis, keepdims, dtype)
+    def max(self, axis=None, keepdims=False): return _red.reduce("max", self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return _red.reduce("min", self, axis, keepdims)
+    def any(self, axis=None, keepdims=False): return _red.reduce("any", self, axis, keepdims)
+    def all(self, axis=None, keepdims=False): return _red.reduce("all", self, axis, keepdims)
+    def argmax(self, axis=None, keepdims=False): return _red.reduce("argmax", self, axis, keepdims)
+    def argmin(self, axis=None, keepdims=False): return _red.reduce("argmin", self, axis, keepdims)
+    def var(self, axis=None, dtype=None, ddof=0, keepdims=False):
+        return _red.reduce("var", self, axis, keepdims, dtype, ddof)
+    def std(self, axis=None, dtype=None, ddof=0, keepdims=False):
+        return _red.reduce("std", self, axis, keepdims, dtype, ddof)
+
     # -- NumPy interoperability ------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         from lazytensor.ufuncs import dispatch_ufunc
         return dispatch_ufunc(ufunc, method, inputs, out, kwargs)
 
 
-from lazytensor import expr as _expr  # noqa: E402  (operators resolve apply at call time)
+# Operators resolve these modules at call time (they import this one).
+from lazytensor import expr as _expr  # noqa: E402
+from lazytensor import views as _views  # noqa: E402
+from lazytensor import reductions as _red  # noqa: E402

@@ -1,69 +1,52 @@
 """The planner: one pass over an expression that returns the list of steps that will run.
 
 `lt.explain` prints exactly this list. A purely elementwise expression is one FusedElementwise
-step. When the destination is also read through a different index map (an overlapping view),
+step. Heavy nodes (reductions, materialized views, convolutions) are cut out of the DAG: each
+becomes a step of its own whose result is a temporary tensor, and the elementwise work above
+them still fuses into one final kernel. HEAVY declares, per heavy op, how its step is built.
+
+When the destination is also read through a different index map (an overlapping view),
 the expression is evaluated into a temporary first, as NumPy's "right side first" semantics need.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.expr import Expr
+from lazytensor.kernels.program import program_for
 from lazytensor.lower import lower
-from lazytensor.kernels.program import describe
+from lazytensor.steps import FusedElementwise, FusedReduction
+from lazytensor import tensor as _tensor
 
 
-class FusedElementwise:
-    """One generated kernel: reads `inputs` (broadcast in the indexing), writes `out`."""
-    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note")
-
-    def __init__(self, backend, program, out, inputs, scalars, note=""):
-        self.backend = backend
-        self.program = program
-        self.out = out
-        self.inputs = inputs
-        self.scalars = scalars
-        self.note = note
-
-    def run(self):
-        self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
-
-    def describe(self, source: bool = True) -> str:
-        head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
-                f"{self.program.n_inputs} array inputs, {len(self.scalars)} scalar arguments, "
-                f"{self.out.size} elements of {self.program.out_dtype.name} {self.out.shape}")
-        if self.note:
-            head += f"\n  note: {self.note}"
-        text = head + "\n" + _indent(describe(self.program))
-        if source:
-            text += "\n" + _indent(self.backend.explain_elementwise(self.program, self.out, self.inputs))
-        return text
-
-
-class Copy:
-    """Copy a temporary into the destination (the aliasing case)."""
-    __slots__ = ("backend", "program", "out", "src")
-
-    def __init__(self, backend, program, out, src):
-        self.backend, self.program, self.out, self.src = backend, program, out, src
-
-    def run(self):
-        self.backend.run_elementwise(self.program, self.out, [self.src], [])
-
-    def describe(self, source: bool = True) -> str:
-        return f"Copy on {self.backend.name}: temporary -> destination {self.out.shape}"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
-
+# -- aliasing ---------------------------------------------------------------------------------------
 
 def _root_base(a):
-    while a.base is not None and not isinstance(a.base, (bytes, memoryview)):
-        b = a.base
-        if not hasattr(b, "base") or not hasattr(b, "shape"):
-            break
-        a = b
+    while a.base is not None and hasattr(a.base, "shape"):
+        a = a.base
     return a
+
+
+def _address(a) -> int:
+    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+
+
+def _may_overlap(a, b) -> bool:
+    if isinstance(a, np.ndarray):
+        return np.may_share_memory(a, b)
+
+    def extent(x):
+        lo = hi = _address(x)
+        for n, s in zip(x.shape, x.strides):
+            if n == 0:
+                return (0, 0)
+            if s > 0:
+                hi += (n - 1) * s
+            else:
+                lo += (n - 1) * s
+        return lo, hi + x.itemsize
+    (alo, ahi), (blo, bhi) = extent(a), extent(b)
+    return alo < bhi and blo < ahi
 
 
 def aliased(out, inputs) -> bool:
@@ -83,39 +66,74 @@ def aliased(out, inputs) -> bool:
     return False
 
 
-def _address(a) -> int:
-    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+# -- heavy nodes -----------------------------------------------------------------------------------
+
+def _build_reduce(node, args, backend, out):
+    (x,) = args
+    spec = node.attrs
+    program, inputs, scalars = lower(x, x.dtype)
+    result = out if out is not None else backend.empty(spec.out_shape, spec.out_dtype)
+    return [FusedReduction(backend, program, spec, result, inputs, scalars)], result
 
 
-def _may_overlap(a, b) -> bool:
-    if isinstance(a, np.ndarray):
-        return np.may_share_memory(a, b)
-    def extent(x):
-        lo = hi = _address(x)
-        for n, s in zip(x.shape, x.strides):
-            if n == 0:
-                return (0, 0)
-            if s > 0:
-                hi += (n - 1) * s
-            else:
-                lo += (n - 1) * s
-        return lo, hi + x.itemsize
-    (alo, ahi), (blo, bhi) = extent(a), extent(b)
-    return alo < bhi and blo < ahi
+def _build_materialize(node, args, backend, out):
+    from lazytensor.views import apply_step
+    (x,) = args
+    step, why = node.attrs
+    tmp = backend.empty(x.shape, x.dtype)
+    steps = plan(x, tmp, backend)
+    steps[-1].note = f"materialized into a temporary for a view: {why}"
+    return steps, apply_step(tmp, step)
 
 
-def plan(root, out, backend) -> list:
-    """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device)."""
+# op name -> builder(node, args with heavy parts already cut, backend, out array or None)
+#            -> (steps, result array); `out` is given when the node is the plan's root.
+HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
+ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the destination directly
+
+
+def _cut(node, steps, memo, backend):
+    """`node` with every heavy subtree replaced by a tensor holding its result."""
+    if not node.heavy:
+        return node
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    args = tuple(_cut(a, steps, memo, backend) for a in node.args)
+    build = HEAVY.get(node.op)
+    if build is not None:
+        new_steps, result = build(node, args, backend, None)
+        steps += new_steps
+        out = _tensor.Tensor(result, node.device)
+    else:
+        out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
+    memo[id(node)] = out
+    return out
+
+
+# -- the plan ---------------------------------------------------------------------------------------
+
+def _elementwise(root, out, backend) -> list:
     program, inputs, scalars = lower(root, out.dtype)
     if not aliased(out, inputs):
         return [FusedElementwise(backend, program, out, inputs, scalars)]
     tmp = backend.empty(out.shape, out.dtype)
-    copy, _, _ = _copy_program(out.dtype)
+    copy = program_for((("load", out.dtype, 0),), 1, (), out.dtype)
     return [FusedElementwise(backend, program, tmp, inputs, scalars,
                              note="the destination is read through another index map: evaluated into a temporary"),
-            Copy(backend, copy, out, tmp)]
+            FusedElementwise(backend, copy, out, [tmp], [], note="copy the temporary into the destination")]
 
 
-def _copy_program(dtype):
-    from lazytensor.kernels.program import program_for
-    return program_for((("load", dtype, 0),), 1, (), dtype), None, None
+def plan(root, out, backend) -> list:
+    """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device)."""
+    if not root.heavy:
+        return _elementwise(root, out, backend)
+    steps: list = []
+    memo: dict = {}
+    if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
+        args = tuple(_cut(a, steps, memo, backend) for a in root.args)
+        inputs = [leaf.data for a in args for leaf in a.leaves]
+        if not aliased(out, inputs):
+            new_steps, _ = HEAVY[root.op](root, args, backend, out)
+            return steps + new_steps
+    return steps + _elementwise(_cut(root, steps, memo, backend), out, backend)

@@ -15,6 +15,12 @@ def render_tree(root) -> str:
             return names.setdefault(id(node), f"t{len(names)}")
         args = [name(a) for a in node.args]
         call_args = [a[1:-1] if a.startswith("(") and a.endswith(")") else a for a in args]
+        if node.op == "reduce":
+            spec = node.attrs
+            kind = "std" if spec.root else spec.kind
+            return f"{kind}({call_args[0]}, axis={spec.axes})"
+        if node.op == "materialize":
+            return f"materialize({call_args[0]})"
         if node.op == "astype":
             return f"{args[0]}.astype({node.dtype.name})"
         sym = OPS[node.op].symbol if node.op in OPS else None

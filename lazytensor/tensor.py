@@ -67,11 +67,6 @@ class Tensor(Operand):
     def __ior__(self, o): return self._inplace("bitwise_or", o)
     def __ixor__(self, o): return self._inplace("bitwise_xor", o)
 
-    # -- views -----------------------------------------------------------------------------------
-    def __getitem__(self, key):
-        _check_basic_index(key)
-        return Tensor(self.data[key], self.device)
-
     # -- reading -----------------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         return self.backend.to_host(self.data)
@@ -102,13 +97,6 @@ def _load_key(dtype) -> int:
         from lazytensor.expr import structure_id
         k = _load_keys[dtype] = structure_id(("load", dtype))
     return k
-
-
-def _check_basic_index(key):
-    items = key if isinstance(key, tuple) else (key,)
-    for k in items:
-        if not (k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))) or isinstance(k, bool):
-            raise IndexError(f"only basic indexing (ints, slices, None, ...) is supported, got {type(k).__name__}")
 
 
 # -- constructors --------------------------------------------------------------------------------

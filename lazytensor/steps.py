@@ -1,0 +1,66 @@
+"""The steps a plan is made of. Each runs one kernel (or library call) and describes itself for
+lt.explain; the planner (lazytensor.plan) decides which steps an expression needs."""
+from __future__ import annotations
+
+from lazytensor.kernels.program import describe
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+class FusedElementwise:
+    """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`."""
+    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note")
+
+    def __init__(self, backend, program, out, inputs, scalars, note=""):
+        self.backend = backend
+        self.program = program
+        self.out = out
+        self.inputs = inputs
+        self.scalars = scalars
+        self.note = note
+
+    def run(self):
+        self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
+
+    def describe(self, source: bool = True) -> str:
+        head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
+                f"{self.program.n_inputs} array inputs, {len(self.scalars)} scalar arguments, "
+                f"{self.out.size} elements of {self.program.out_dtype.name} {self.out.shape}")
+        if self.note:
+            head += f"\n  note: {self.note}"
+        text = head + "\n" + _indent(describe(self.program))
+        if source:
+            text += "\n" + _indent(self.backend.explain_elementwise(self.program, self.out, self.inputs))
+        return text
+
+
+class FusedReduction:
+    """One generated kernel: evaluates the elementwise program over the reduction's input shape and
+    reduces it (sum, max, var, ...) into `out`, without materializing the input."""
+    __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note")
+
+    def __init__(self, backend, program, spec, out, inputs, scalars, note=""):
+        self.backend = backend
+        self.program = program
+        self.spec = spec
+        self.out = out
+        self.inputs = inputs
+        self.scalars = scalars
+        self.note = note
+
+    def run(self):
+        self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars)
+
+    def describe(self, source: bool = True) -> str:
+        s = self.spec
+        head = (f"FusedReduction on {self.backend.name}: {s.kind}{' (sqrt: std)' if s.root else ''} over axes "
+                f"{s.axes} of {s.in_shape}, accumulating in {s.acc_dtype.name}, -> {s.out_dtype.name} "
+                f"{s.out_shape}; {self.program.n_inputs} array inputs")
+        if self.note:
+            head += f"\n  note: {self.note}"
+        text = head + "\n" + _indent(describe(self.program))
+        if source:
+            text += "\n" + _indent(self.backend.explain_reduction(self.program, self.spec, self.out, self.inputs))
+        return text
