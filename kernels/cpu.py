@@ -17,7 +17,7 @@ from . import launch_log
 from .cache import KernelCache, cache_dir
 from .program import ElementwiseProgram, Layout, layout_of
 from .render_numba import render_numba
-from .render_numba_reduce import CHUNKS, render_numba_reduce, state_dtypes, strategy
+from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
 
 # Below this many elements the thread pool costs more than it saves.
 PARALLEL_MIN_ELEMENTS = 1 << 16
@@ -157,7 +157,7 @@ class CpuBackend:
         else:
             nchunks = max(1, min(CHUNKS, shape[spec.axes[0]]))
             nk = target.size
-            parts = [np.empty((nchunks, nk), dt) for dt in state_dtypes(spec)]
+            parts = [np.empty((nchunks, nk), dt) for dt in state_types(spec)]
             kernel.module.reduce_main(*parts, nchunks, *args)
             kernel.module.reduce_finish(_kernel_arg(target), *parts, nchunks, float(spec.count))
         if target is not out:

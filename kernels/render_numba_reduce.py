@@ -188,8 +188,6 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     lines = list(prologue)
     lines.append("for c in prange(nchunks):")
     chunk = [f"lo_ = c * {ext[r0]} // nchunks", f"hi_ = (c + 1) * {ext[r0]} // nchunks"]
-    chunk += [f"for kk in range({nk}):"] + ["    " + line for line in acc.init("")] + \
-             ["    " + f"p{s}[c, kk] = {s}" for s in acc.state]
     depth = 0
     nest = []
     for d in range(nd):
@@ -197,16 +195,23 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
         nest.append("    " * depth + f"for {idx[d]} in {rng}:")
         depth += 1
     if kept:
-        # Partial states live in the chunk's row of the partial arrays, indexed by kept element.
-        load_state = [f"{s} = p{s}[c, kk]" for s in acc.state]
-        save_state = [f"p{s}[c, kk] = {s}" for s in acc.state]
+        # Partial states for every kept element, in chunk-local arrays (cache resident, and
+        # provably not aliasing the inputs, so the inner loop vectorizes), copied out at the end.
+        types = state_types(spec)
+        for st, ty in zip(acc.state, types):
+            chunk.append(f"l{st} = np.empty({nk}, np.{np.dtype(ty).name})")
+        chunk += [f"for kk in range({nk}):"] + ["    " + line for line in acc.init("")] + \
+                 ["    " + f"l{st}[kk] = {st}" for st in acc.state]
+        load_state = [f"{st} = l{st}[kk]" for st in acc.state]
+        save_state = [f"l{st}[kk] = {st}" for st in acc.state]
         nest += ["    " * depth + line for line in
                  body + [f"kk = {kflat}"] + load_state + acc.update("", value, arg_idx) + save_state]
+        nest += [f"for kk in range({nk}):"] + [f"    p{st}[c, kk] = l{st}[kk]" for st in acc.state]
     else:
         # Everything reduced: one state per chunk, kept in locals while the chunk streams by.
         chunk += acc.init("")
         nest += ["    " * depth + line for line in body + acc.update("", value, arg_idx)]
-        nest += [f"p{s}[c, 0] = {s}" for s in acc.state]
+        nest += [f"p{st}[c, 0] = {st}" for st in acc.state]
     chunk += nest
     lines += ["    " + line for line in chunk]
     src += ["    " + line for line in lines]
@@ -224,10 +229,11 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     return "\n".join(src)
 
 
-def state_dtypes(spec: Reduction) -> list:
+def state_types(spec: Reduction) -> list:
     """dtypes of the partial-state arrays of the "chunks" loop shape, in parameter order."""
     if spec.kind == "var":
         return [np.float64, np.float64, np.float64]
     if spec.kind in ("argmax", "argmin"):
         return [spec.acc_dtype, np.int64]
     return [spec.acc_dtype]
+

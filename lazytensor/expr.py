@@ -11,6 +11,7 @@ import numpy as np
 from lazytensor.kernels.ops import OPS
 from lazytensor.operand import Operand
 from lazytensor import dtypes as _dt
+from lazytensor.rewrites import REWRITES
 from lazytensor.shapes import broadcast_shapes
 
 
@@ -141,6 +142,11 @@ _WEAK = {float: float, int: int, bool: np.dtype(bool)}
 def apply(op: str, *operands) -> Expr:
     """Build the node for `op(*operands)`; operands are nodes or scalars. This runs for every
     operator a user writes, so it is kept to a handful of dict lookups."""
+    rewrite = REWRITES.get(op)
+    if rewrite is not None:
+        node = rewrite(*operands)
+        if node is not None:
+            return node
     types = []
     for x in operands:
         if isinstance(x, Operand):

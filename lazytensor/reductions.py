@@ -29,15 +29,13 @@ def _result_dtype(kind: str, src: np.dtype, dtype) -> np.dtype:
 
 
 def _accumulator(kind: str, src: np.dtype, out: np.dtype) -> np.dtype:
-    """Accumulate float16 (and sums/means of float32) in a wider float, integers in their result type."""
+    """Sums, products and moments of floats accumulate in float64; integers in their result type."""
     if kind in ("argmax", "argmin", "max", "min"):
         return src if src != np.float16 else np.dtype(np.float32)
     if kind in ("any", "all"):
         return np.dtype(bool)
-    if kind in ("mean", "var", "std"):
-        return np.dtype(np.float64) if out != np.float16 else np.dtype(np.float32)
-    if out.kind == "f":
-        return np.dtype(np.float32) if out == np.float16 else out
+    if out.kind == "f" or kind in ("mean", "var", "std"):
+        return np.dtype(np.float64)      # float16/32 sums and moments accumulate in double
     return out
 
 
