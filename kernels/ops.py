@@ -59,7 +59,7 @@ def _where_rule(types):
     _, a, b = types
     # The types int and float stand for weak Python scalars (NEP 50); np.result_type would read
     # them as the strong default dtypes, so give it a weak value of that kind instead.
-    out = np.result_type(*(t(0) if t in (int, float) else t for t in (a, b)))
+    out = np.result_type(*(t(0) if t is int or t is float else t for t in (a, b)))
     return (np.dtype(bool), out, out), out
 
 
