@@ -1,0 +1,43 @@
+"""Every notebook in notebooks/ runs top to bottom without a cell error (on the CPU in CI)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+kernelspec = pytest.importorskip("jupyter_client.kernelspec")
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+CELL_TIMEOUT_S = 300
+
+
+@pytest.fixture
+def jupyter_env(tmp_path, monkeypatch):
+    """This venv's kernelspecs first (ipykernel installs `python3` under sys.prefix/share/jupyter;
+    its argv "python" is replaced by sys.executable, so the kernel is this interpreter), and a
+    fresh kernel cache folder."""
+    paths = [str(Path(sys.prefix) / "share" / "jupyter"), os.environ.get("JUPYTER_PATH", "")]
+    monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join(p for p in paths if p))
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path / "lazytensor-cache"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    try:
+        kernelspec.KernelSpecManager().get_kernel_spec("python3")
+    except kernelspec.NoSuchKernel:
+        pytest.fail(f"no 'python3' Jupyter kernel found for {sys.executable}: install ipykernel in this "
+                    f"environment (pip install -e '.[test]')")
+
+
+def test_notebooks_exist():
+    assert NOTEBOOKS, "notebooks/ holds no .ipynb file"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs(path, jupyter_env):
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()   # raises CellExecutionError, naming the failing cell and its traceback
