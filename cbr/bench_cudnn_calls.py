@@ -50,16 +50,24 @@ def main(argv=None) -> int:
             "conv_genstats": lambda: conv2d_genstats(x, w, stride, padding, out=y, sum_out=sums[0], sum_sq_out=sums[1], cache=cache),
             "conv_scale_bias_relu": lambda: conv2d_scale_bias_relu(x, w, scale, bias, stride, padding, out=y, cache=cache),
         }
+        pointers = {
+            "x": x.data.ptr, "w": w.data.ptr, "y": y.data.ptr, "sum": sums[0].data.ptr, "sum_sq": sums[1].data.ptr,
+            "eq_scale": scale.data.ptr, "eq_bias": bias.data.ptr,
+        }
+        count = args.calls if n <= 16 else 20
         for name, call in calls.items():
             try:
                 call()  # builds and chooses the plan
             except Exception as e:  # noqa: BLE001
                 print(f"{label:32s} {name:22s} failed: {e}")
                 continue
-            host_us, gpu_ms = measure(cupy, call, args.calls if n <= 16 else 20)
+            host_us, gpu_ms = measure(cupy, call, count)
             entry = cache.entry(name, ConvKey.of(x_shape, w_shape, "float16", stride, padding), x.device.id)
-            plan = f"#{entry.plan.index} of {entry.plan.plan_count} ({entry.plan.source})" if entry else ""
+            form = "ordered" if entry.graph.ordered_launch else "mapping"
+            plan = f"#{entry.plan.index} of {entry.plan.plan_count} ({entry.plan.source}, {form} pack)"
             print(f"{label:32s} {name:22s} {host_us:12.1f} {gpu_ms:12.4f}  {plan}", flush=True)
+            launch_us, _ = measure(cupy, lambda: entry.launch(pointers), count)
+            print(f"{label:32s} {'  of which launch':22s} {launch_us:12.1f}", flush=True)
         if torch is not None:
             xt = torch.as_tensor(x, device="cuda").permute(0, 3, 1, 2)  # NCHW view of NHWC memory
             wt = torch.as_tensor(w, device="cuda").permute(0, 3, 1, 2)

@@ -56,11 +56,15 @@ class CompiledConvGraph:
     def launch(self, pointers: dict[str, int]) -> None:
         """Enqueue the graph on CuPy's current stream with `pointers` (role -> device pointer)."""
         bind_current_stream(self.graph.handle)
-        self.graph.launch(self.plan.index, self.graph.variant_pack(pointers), self.workspace_ptr)
+        self.graph.launch(self.plan.index, self.graph.operand_pointers(pointers), self.workspace_ptr)
         self.launches += 1
 
     def describe(self) -> str:
-        return f"cuDNN {self.graph.kind.value} graph for {self.graph.key} on device {self.device_id}: {self.plan.describe()}"
+        form = "ordered" if self.graph.ordered_launch else f"mapping (ordered refused: {self.graph.ordered_launch_refusal})"
+        return (
+            f"cuDNN {self.graph.kind.value} graph for {self.graph.key} on device {self.device_id}, "
+            f"{form} variant pack: {self.plan.describe()}"
+        )
 
 
 class ConvGraphCache:

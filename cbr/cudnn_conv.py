@@ -12,6 +12,8 @@ cuDNN refusing a graph raises CudnnGraphRejected (the caller falls back, explain
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .conv_key import ConvKey
@@ -21,9 +23,10 @@ from .cudnn_handle import import_cuda_modules
 
 
 def conv2d(x, w, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphCache | None = None):
-    cupy, key, device_id, x, w = checked_operands(x, w, stride, padding, dilation)
+    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation)
     with cupy.cuda.Device(device_id):
-        y = output_array(cupy, out, key.out_shape, cupy.float16, device_id, "out")
+        x, w = contiguous(cupy, x), contiguous(cupy, w)
+        y = output_array(cupy, out, key.out_shape, np.float16, device_id, "out")
         pointers = {"x": x.data.ptr, "w": w.data.ptr, "y": y.data.ptr}
         compiled = (cache if cache is not None else default_cache()).get(GraphKind.CONV, key, device_id, pointers)
         compiled.launch(pointers)
@@ -33,19 +36,20 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphC
 def conv2d_genstats(
     x, w, stride=1, padding=0, dilation=1, *, out=None, sum_out=None, sum_sq_out=None, cache: ConvGraphCache | None = None
 ):
-    """y = conv(x, w) and the float32 per-channel sum and sum of squares of y, from one cuDNN graph."""
-    cupy, key, device_id, x, w = checked_operands(x, w, stride, padding, dilation)
+    """y = conv(x, w) and the float32 per-channel sum and sum of squares of y, from one cuDNN graph.
+
+    cuDNN's genstats writes the sums (it does not add to what the buffers hold: measured on cuDNN
+    9.19, recorded by the tuner as genstats_outputs), so they need no zeroing first.
+    """
+    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation)
     k = key.k
     with cupy.cuda.Device(device_id):
-        y = output_array(cupy, out, key.out_shape, cupy.float16, device_id, "out")
-        total = output_array(cupy, sum_out, (k,), cupy.float32, device_id, "sum_out")
-        total_sq = output_array(cupy, sum_sq_out, (k,), cupy.float32, device_id, "sum_sq_out")
+        x, w = contiguous(cupy, x), contiguous(cupy, w)
+        y = output_array(cupy, out, key.out_shape, np.float16, device_id, "out")
+        total = output_array(cupy, sum_out, (k,), np.float32, device_id, "sum_out")
+        total_sq = output_array(cupy, sum_sq_out, (k,), np.float32, device_id, "sum_sq_out")
         pointers = {"x": x.data.ptr, "w": w.data.ptr, "y": y.data.ptr, "sum": total.data.ptr, "sum_sq": total_sq.data.ptr}
         compiled = (cache if cache is not None else default_cache()).get(GraphKind.CONV_GENSTATS, key, device_id, pointers)
-        # Zeroed after the plan choice, whose timing runs write these buffers, and before the real
-        # run, in case an engine accumulates into them: two K-float memsets on the same stream.
-        total.fill(0)
-        total_sq.fill(0)
         compiled.launch(pointers)
     return y, total, total_sq
 
@@ -54,11 +58,12 @@ def conv2d_scale_bias_relu(
     x, w, eq_scale, eq_bias, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphCache | None = None
 ):
     """y = relu(conv(x, w) * eq_scale + eq_bias), per output channel, in one cuDNN graph."""
-    cupy, key, device_id, x, w = checked_operands(x, w, stride, padding, dilation)
-    scale = checked_vector(cupy, eq_scale, key.k, device_id, "eq_scale")
-    bias = checked_vector(cupy, eq_bias, key.k, device_id, "eq_bias")
+    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation)
     with cupy.cuda.Device(device_id):
-        y = output_array(cupy, out, key.out_shape, cupy.float16, device_id, "out")
+        x, w = contiguous(cupy, x), contiguous(cupy, w)
+        scale = checked_vector(cupy, eq_scale, key.k, device_id, "eq_scale")
+        bias = checked_vector(cupy, eq_bias, key.k, device_id, "eq_bias")
+        y = output_array(cupy, out, key.out_shape, np.float16, device_id, "out")
         pointers = {"x": x.data.ptr, "w": w.data.ptr, "eq_scale": scale.data.ptr, "eq_bias": bias.data.ptr, "y": y.data.ptr}
         compiled = (cache if cache is not None else default_cache()).get(GraphKind.CONV_SCALE_BIAS_RELU, key, device_id, pointers)
         compiled.launch(pointers)
@@ -71,40 +76,55 @@ def compiled_graph_for(kind, x_shape, w_shape, stride=1, padding=0, dilation=1, 
     return (cache if cache is not None else default_cache()).entry(GraphKind(kind), key, device_id)
 
 
-# ---- argument checks ----------------------------------------------------------------------------
+# ---- argument checks (on every call: kept to attribute reads and one cached key) ---------------
 
 
 def checked_operands(x, w, stride, padding, dilation):
-    """(cupy, key, device id, x, w) with x and w contiguous float16 CuPy arrays on one device."""
+    """(cupy, key, device id) for float16 CuPy x and w on one device, or a TypeError/ValueError."""
     cupy, _ = import_cuda_modules()
     for name, a in (("x", x), ("w", w)):
         if not isinstance(a, cupy.ndarray):
             raise TypeError(
                 f"{name} must be a CuPy array on the GPU for the cuDNN path; got {type(a).__module__}.{type(a).__name__}"
             )
-    key = ConvKey.of(x.shape, w.shape, x.dtype, stride, padding, dilation) if x.dtype == w.dtype else None
-    if key is None or key.dtype != "float16":
+    if x.dtype != np.float16 or w.dtype != np.float16:
         raise TypeError(
             f"the cuDNN conv graphs take float16 x and w; got x {x.dtype}, w {w.dtype} (cast with .astype(cupy.float16))"
         )
+    key = conv_key(x.shape, w.shape, stride, padding, dilation)
     device_id = x.device.id
     if w.device.id != device_id:
         raise ValueError(f"x is on device {device_id} but w is on device {w.device.id}; move one of them")
-    with cupy.cuda.Device(device_id):
-        # A no-op for the contiguous arrays the planner hands over; a copy for a strided view.
-        x = cupy.ascontiguousarray(x)
-        w = cupy.ascontiguousarray(w)
-    return cupy, key, device_id, x, w
+    return cupy, key, device_id
+
+
+def conv_key(x_shape, w_shape, stride, padding, dilation) -> ConvKey:
+    """ConvKey.of for float16, remembered: the checks run once per distinct call signature."""
+    try:
+        return cached_conv_key(x_shape, w_shape, stride, padding, dilation)
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        return ConvKey.of(x_shape, w_shape, "float16", stride, padding, dilation)  # list arguments
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_conv_key(x_shape, w_shape, stride, padding, dilation) -> ConvKey:
+    return ConvKey.of(x_shape, w_shape, "float16", stride, padding, dilation)
+
+
+def contiguous(cupy, a):
+    # The planner hands over contiguous arrays; a strided view is copied so cuDNN reads it as dense NHWC.
+    return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
 
 
 def checked_vector(cupy, v, k: int, device_id: int, name: str):
-    if not isinstance(v, cupy.ndarray) or v.dtype != cupy.float32 or v.shape != (k,):
+    if not isinstance(v, cupy.ndarray) or v.dtype != np.float32 or v.shape != (k,):
         got = f"{type(v).__name__} {getattr(v, 'dtype', '')} {getattr(v, 'shape', '')}".strip()
         raise TypeError(f"{name} must be a float32 CuPy vector of shape ({k},), one value per output channel; got {got}")
     if v.device.id != device_id:
         raise ValueError(f"{name} is on device {v.device.id} but x is on device {device_id}")
-    with cupy.cuda.Device(device_id):
-        return cupy.ascontiguousarray(v)
+    return contiguous(cupy, v)
 
 
 def output_array(cupy, given, shape, dtype, device_id: int, name: str):

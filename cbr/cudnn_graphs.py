@@ -52,9 +52,16 @@ class ConvGraph:
     uids: dict[str, int]
     handle: object
     roles: tuple[str, ...] = field(init=False)
+    uid_order: tuple[int, ...] = field(init=False)
+    # The frontend's ordered form (a pointer list plus tensor_uids) crosses into C++ once per launch;
+    # the mapping form walks the variant pack in Python. Ordered until this frontend refuses it.
+    ordered_launch: bool = field(init=False, default=True)
+    ordered_launch_refusal: str | None = field(init=False, default=None)
+    _ordered_launch_ran: bool = field(init=False, default=False)
 
     def __post_init__(self):
         self.roles = GRAPH_ROLES[self.kind]
+        self.uid_order = tuple(self.uids[role] for role in self.roles)
 
     @property
     def plan_count(self) -> int:
@@ -68,16 +75,27 @@ class ConvGraph:
         self.graph.build_plan_at_index(index)
         return int(self.graph.get_workspace_size_plan_at_index(index))
 
-    def variant_pack(self, pointers: dict[str, int]) -> dict[int, int]:
-        """uid -> device pointer, from role -> device pointer."""
+    def operand_pointers(self, pointers: dict[str, int]) -> list[int]:
+        """Device pointers in role order, from role -> device pointer."""
         try:
-            return {self.uids[role]: pointers[role] for role in self.roles}
+            return [pointers[role] for role in self.roles]
         except KeyError as e:
             raise ValueError(f"the {self.kind.value} graph needs buffers {self.roles}; missing {e}") from None
 
-    def launch(self, index: int, pack: dict[int, int], workspace_ptr: int) -> None:
+    def launch(self, index: int, operands: list[int], workspace_ptr: int) -> None:
         """Enqueue plan `index` (already built) on the handle's stream; never waits for the GPU."""
-        self.graph.execute_plan_at_index(pack, workspace_ptr or None, index=index, handle=self.handle)
+        workspace = workspace_ptr or None
+        if self.ordered_launch:
+            try:
+                self.graph.execute_plan_at_index(operands, workspace, index=index, handle=self.handle, tensor_uids=self.uid_order)
+                self._ordered_launch_ran = True
+                return
+            except (TypeError, ValueError, RuntimeError, NotImplementedError) as e:
+                if self._ordered_launch_ran:  # the form works: this is a real failure
+                    raise
+                self.ordered_launch = False
+                self.ordered_launch_refusal = f"{type(e).__name__}: {e}"
+        self.graph.execute_plan_at_index(dict(zip(self.uid_order, operands)), workspace, index=index, handle=self.handle)
 
 
 def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:

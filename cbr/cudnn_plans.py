@@ -103,18 +103,20 @@ def time_plans(
     runs: int,
     stop_after: int | None = None,
     deadline: float | None = None,
+    best_so_far_ms: float = math.inf,
 ) -> tuple[list[PlanTiming], dict[str, str], bool]:
     """Build and time the plans at `indices` on the caller's buffers (their contents get overwritten).
 
     Stops once `stop_after` plans have been timed, or at `deadline` (time.monotonic()) once one has.
+    `best_so_far_ms` (from earlier calls on the same graph) lets a hopeless plan stop after its warm-up.
     Returns (timings fastest first, failures by plan name, whether the deadline cut the list short).
     """
     import cupy
 
-    pack = cg.variant_pack(pointers)
+    operands = cg.operand_pointers(pointers)
     timings: list[PlanTiming] = []
     failures: dict[str, str] = {}
-    best = math.inf
+    best = best_so_far_ms
     for index in indices:
         if stop_after is not None and len(timings) >= stop_after:
             break
@@ -129,7 +131,7 @@ def time_plans(
             workspace = cupy.empty(max(ws, 1), dtype=cupy.uint8)
             ws_ptr = workspace.data.ptr if ws else 0
             times, gave_up = time_launches(
-                lambda: cg.launch(index, pack, ws_ptr), runs, give_up_ms=max(GIVE_UP_FACTOR * best, 1.0)
+                lambda: cg.launch(index, operands, ws_ptr), runs, give_up_ms=max(GIVE_UP_FACTOR * best, 1.0)
             )
             del workspace
         except Exception as e:  # noqa: BLE001 - a candidate that fails is recorded and skipped

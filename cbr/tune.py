@@ -7,9 +7,12 @@ For each distinct conv shape of the model and each CBR graph (conv+genstats, con
 conv+scale+bias+relu) it builds the graph, then builds and times its plans in cuDNN's heuristic
 order (at most --max-plans, 0 for all; a plan whose warm-up is 20x slower than the best so far is
 not repeated), and records the winner, two backups, the winner's workspace and every median time.
---budget-s bounds the whole run: each graph gets an equal share of what is left, so a short budget
-times fewer plans per graph rather than skipping shapes. The table is saved after every shape, so
-an interrupted run keeps what it measured. It prints one line per graph and a summary.
+
+Two passes, so that --budget-s (a bound on the whole run) cuts the number of plans timed per graph
+rather than the shapes: the first pass times the first FIRST_PASS_PLANS plans of every graph, the
+second goes round the graphs adding one plan to each until every graph has its --max-plans or the
+budget is spent. The table is saved after the first pass and after every round, so an interrupted
+run keeps what it measured. It prints one line per graph and a summary.
 """
 
 from __future__ import annotations
@@ -29,8 +32,63 @@ from .cudnn_plans import describe_error, time_plans
 from .experience_table import TABLES_DIR, ExperienceTable, make_entry, rejected_entry
 from .model_shapes import MODELS, distinct_shapes
 
-# No graph gets less than this, even when the budget is spent: its first plan is always timed.
-MIN_GRAPH_SLICE_S = 0.5
+# Plans every graph gets before any graph gets more (the budget notwithstanding, the first always runs).
+FIRST_PASS_PLANS = 3
+
+
+class GraphTuning:
+    """One graph of one shape being tuned: the plans timed so far and the next to try."""
+
+    def __init__(self, kind: GraphKind, key: ConvKey, layers: list[str]):
+        self.kind, self.key, self.layers = kind, key, layers
+        self.graph = None
+        self.pointers: dict[str, int] = {}
+        self.rejected: str | None = None
+        self.error: str | None = None
+        self.timings: list = []
+        self.failures: dict[str, str] = {}
+        self.next_index = 0
+        self.limit = 0
+        self.cut_by_budget = False
+
+    def start(self, handle, pointers: dict[str, int], max_plans: int) -> None:
+        try:
+            self.graph = build_conv_graph(self.kind, self.key, handle)
+        except CudnnGraphRejected as e:
+            self.rejected = e.reason
+            return
+        except Exception as e:  # noqa: BLE001 - recorded; the run goes on with the other graphs
+            self.error = describe_error(e)
+            return
+        self.pointers = {r: pointers[r] for r in GRAPH_ROLES[self.kind]}
+        count = self.graph.plan_count
+        self.limit = count if max_plans <= 0 else min(count, max_plans)
+
+    @property
+    def pending(self) -> bool:
+        return self.graph is not None and self.error is None and self.next_index < self.limit
+
+    def time_more(self, plans: int, runs: int) -> None:
+        stop = min(self.limit, self.next_index + plans)
+        best = min((t.median_ms for t in self.timings), default=math.inf)
+        try:
+            timings, failures, _ = time_plans(self.graph, self.pointers, range(self.next_index, stop), runs, best_so_far_ms=best)
+        except Exception as e:  # noqa: BLE001
+            self.error = describe_error(e)
+            return
+        self.timings.extend(timings)
+        self.failures.update(failures)
+        self.next_index = stop
+
+    def entry(self) -> dict:
+        if self.rejected is not None:
+            return rejected_entry(self.rejected)
+        if self.error is not None and not self.timings:
+            return {"error": self.error}
+        entry = make_entry(self.graph.plan_count, self.timings, self.failures, truncated=self.cut_by_budget)
+        if self.error is not None:
+            entry["error"] = self.error
+        return entry
 
 
 def main(argv=None) -> int:
@@ -61,35 +119,46 @@ def main(argv=None) -> int:
     out_path = Path(args.out) / table.file_name(args.model)
     print(f"# {args.model}, batch {batch}: {len(shapes)} distinct conv shapes x {len(kinds)} graphs on {gpu_name}, "
           f"cuDNN {cudnn_version}, frontend {table.meta['cudnn_frontend']} -> {out_path}", flush=True)
-
     started = time.monotonic()
     deadline = started + args.budget_s if args.budget_s > 0 else math.inf
-    graphs_left = len(shapes) * len(kinds)
-    summary = []
-    for key, layers in shapes:
-        buffers = allocate_buffers(cupy, key)
-        pointers = {role: a.data.ptr for role, a in buffers.items()}
-        row = {"key": key, "layers": layers}
-        for kind in kinds:
-            now = time.monotonic()
-            share = (deadline - now) / graphs_left if math.isfinite(deadline) else math.inf
-            graph_deadline = now + max(MIN_GRAPH_SLICE_S, share)
-            graphs_left -= 1
-            try:
-                entry, graph = tune_graph(kind, key, handle, pointers, args.max_plans, args.runs, graph_deadline)
-            except Exception as e:  # noqa: BLE001 - record it and go on to the next graph
-                entry, graph = {"error": describe_error(e)}, None
-            if kind is GraphKind.CONV_GENSTATS and "genstats_outputs" not in table.meta and "winner" in entry:
-                table.meta["genstats_outputs"] = probe_genstats_outputs(cupy, graph, buffers, entry["winner"])
-            table.record(kind, key, entry)
-            row[kind.value] = entry
-            print(graph_line(kind, key, entry), flush=True)
-        del buffers
+
+    def save() -> None:
+        for job in jobs:
+            table.record(job.kind, job.key, job.entry())
         table.meta["elapsed_s"] = round(time.monotonic() - started, 1)
         table.save(out_path)
-        summary.append(row)
 
-    print_summary(summary)
+    # Pass 1: every graph of every shape, its first plans. Buffers stay alive for pass 2.
+    jobs: list[GraphTuning] = []
+    buffers_by_shape = []
+    for key, layers in shapes:
+        buffers = allocate_buffers(cupy, key)
+        buffers_by_shape.append(buffers)
+        pointers = {role: a.data.ptr for role, a in buffers.items()}
+        for kind in kinds:
+            job = GraphTuning(kind, key, layers)
+            job.start(handle, pointers, args.max_plans)
+            if job.pending:
+                job.time_more(FIRST_PASS_PLANS if time.monotonic() < deadline else 1, args.runs)
+            if kind is GraphKind.CONV_GENSTATS and "genstats_outputs" not in table.meta and job.timings:
+                best = min(job.timings, key=lambda t: t.median_ms)
+                table.meta["genstats_outputs"] = probe_genstats_outputs(cupy, job.graph, buffers, best)
+            jobs.append(job)
+    save()
+
+    # Pass 2: one more plan per graph per round, while the budget lasts.
+    while any(job.pending for job in jobs) and time.monotonic() < deadline:
+        for job in jobs:
+            if job.pending and time.monotonic() < deadline:
+                job.time_more(1, args.runs)
+        save()
+    for job in jobs:
+        job.cut_by_budget = job.pending
+    save()
+
+    for job in jobs:
+        print(graph_line(job.kind, job.key, table.lookup(job.kind, job.key)), flush=True)
+    print_summary(jobs, table)
     print(f"# wrote {out_path} in {time.monotonic() - started:.1f} s", flush=True)
     return 0
 
@@ -122,32 +191,16 @@ def allocate_buffers(cupy, key: ConvKey) -> dict:
     }
 
 
-def tune_graph(kind: GraphKind, key: ConvKey, handle, pointers, max_plans: int, runs: int, deadline: float):
-    """(table entry, the graph with its timed plans still built, or None when cuDNN rejected it)."""
+def probe_genstats_outputs(cupy, cg, buffers, plan) -> str:
+    """Whether genstats overwrites its sum buffers or adds to them (recorded for the runtime's sake)."""
     try:
-        cg = build_conv_graph(kind, key, handle)
-    except CudnnGraphRejected as e:
-        return rejected_entry(e.reason), None
-    count = cg.plan_count
-    limit = count if max_plans <= 0 else min(count, max_plans)
-    roles = {r: pointers[r] for r in GRAPH_ROLES[kind]}
-    try:
-        timings, failures, truncated = time_plans(cg, roles, range(limit), runs, deadline=deadline)
-    except Exception as e:  # noqa: BLE001 - one broken graph must not end the whole run
-        return {"plan_count": count, "timed": 0, "error": describe_error(e)}, cg
-    return make_entry(count, timings, failures, truncated=truncated or limit < count), cg
-
-
-def probe_genstats_outputs(cupy, cg, buffers, winner: dict) -> str:
-    """Whether genstats overwrites its sum buffers or adds to them (the runtime zeroes them either way)."""
-    try:
-        workspace = cupy.empty(max(winner["workspace_bytes"], 1), dtype=cupy.uint8)
-        pack = cg.variant_pack({r: buffers[r].data.ptr for r in GRAPH_ROLES[GraphKind.CONV_GENSTATS]})
+        workspace = cupy.empty(max(plan.workspace_bytes, 1), dtype=cupy.uint8)
+        operands = cg.operand_pointers({r: buffers[r].data.ptr for r in GRAPH_ROLES[GraphKind.CONV_GENSTATS]})
         sums = []
         for start in (0.0, 1.0e6):
             buffers["sum"].fill(start)
             buffers["sum_sq"].fill(start)
-            cg.launch(winner["index"], pack, workspace.data.ptr if winner["workspace_bytes"] else 0)
+            cg.launch(plan.index, operands, workspace.data.ptr if plan.workspace_bytes else 0)
             sums.append(float(cupy.asnumpy(buffers["sum_sq"][:1])[0]))
         return "accumulated" if abs((sums[1] - sums[0]) - 1.0e6) < 1.0e3 else "overwritten"
     except Exception as e:  # noqa: BLE001
@@ -164,7 +217,7 @@ def graph_line(kind: GraphKind, key: ConvKey, entry: dict) -> str:
     if not times:
         return f"{head} {entry['plan_count']:3d} plans, none ran: {list(entry.get('failed', {}).values())[:2]}"
     w = entry["winner"]
-    more = " (cut)" if entry.get("truncated") else ""
+    more = " (cut by the budget)" if entry.get("truncated") else ""
     return (
         f"{head} {entry['plan_count']:3d} plans, timed {entry['timed']}{more}: best {times[0]:.4f} ms, "
         f"worst {times[-1]:.4f} ms, cuDNN's first {entry['heuristic_choice']['median_ms']:.4f} ms; "
@@ -172,19 +225,20 @@ def graph_line(kind: GraphKind, key: ConvKey, entry: dict) -> str:
     )
 
 
-def print_summary(rows) -> None:
+def print_summary(jobs: list[GraphTuning], table: ExperienceTable) -> None:
     """conv+genstats against conv alone (and the inference graph) per shape: best times."""
     print("\n# best ms per shape: conv+genstats | conv | ratio | inference graph   (layers)")
-    for row in rows:
+    keys = list(dict.fromkeys((job.key, tuple(job.layers)) for job in jobs))
+    fmt = lambda v: f"{v:8.4f}" if v is not None else "     n/a"  # noqa: E731
+    for key, layers in keys:
         def best(kind):
-            entry = row.get(kind.value, {})
-            times = entry.get("times_ms", {})
+            times = (table.lookup(kind, key) or {}).get("times_ms", {})
             return min(times.values()) if times else None
 
         g, c, i = best(GraphKind.CONV_GENSTATS), best(GraphKind.CONV), best(GraphKind.CONV_SCALE_BIAS_RELU)
-        fmt = lambda v: f"{v:8.4f}" if v is not None else "     n/a"  # noqa: E731
         ratio = f"{g / c:5.2f}" if g and c else "  n/a"
-        print(f"{row['key'].table_key():58s} {fmt(g)} | {fmt(c)} | {ratio} | {fmt(i)}   ({', '.join(row['layers'][:3])}{'...' if len(row['layers']) > 3 else ''})")
+        more = "..." if len(layers) > 3 else ""
+        print(f"{key.table_key():58s} {fmt(g)} | {fmt(c)} | {ratio} | {fmt(i)}   ({', '.join(layers[:3])}{more})")
 
 
 if __name__ == "__main__":

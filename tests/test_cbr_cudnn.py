@@ -19,7 +19,8 @@ from lazytensor.cbr.conv_key import ConvKey  # noqa: E402
 from lazytensor.cbr.cudnn_cache import ConvGraphCache  # noqa: E402
 from lazytensor.cbr.cudnn_conv import conv2d, conv2d_genstats, conv2d_scale_bias_relu  # noqa: E402
 from lazytensor.cbr.cudnn_errors import CudnnGraphRejected  # noqa: E402
-from lazytensor.cbr.cudnn_graphs import GraphKind  # noqa: E402
+from lazytensor.cbr.cudnn_graphs import GraphKind, build_conv_graph  # noqa: E402
+from lazytensor.cbr.cudnn_handle import bind_current_stream, handle_for_device  # noqa: E402
 from lazytensor.cbr.experience_table import ExperienceTable, make_entry  # noqa: E402
 
 # (x shape NHWC, w shape KRSC, stride, padding, dilation): 3x3, strided, dilated, 1x1 downsample, uneven
@@ -118,11 +119,52 @@ def test_second_call_reuses_the_built_graph(cache):
     assert cache.builds == 1 and cache.hits == 1
     assert cache.entry(GraphKind.CONV_GENSTATS, key, xd.device.id) is first and first.launches == 2
     cupy.testing.assert_array_equal(y1, y2)
-    cupy.testing.assert_array_equal(s1, s2)  # zeroed before each run, not accumulated across calls
+    cupy.testing.assert_array_equal(s1, s2)  # written afresh by each run, not accumulated across calls
     cupy.testing.assert_array_equal(q1, q2)
     # Another graph kind of the same shape is its own entry.
     conv2d(xd, wd, 1, 1, cache=cache)
     assert cache.builds == 2 and len(cache) == 2
+
+
+def test_every_genstats_plan_writes_rather_than_adds():
+    # conv2d_genstats hands cuDNN uninitialised sum buffers: that is only right if no plan accumulates.
+    x, w = operands((2, 8, 8, 16), (16, 3, 3, 16), seed=9)
+    key = ConvKey.of(x.shape, w.shape, "float16", 1, 1, 1)
+    device_id = cupy.cuda.Device().id
+    handle = handle_for_device(device_id)
+    bind_current_stream(handle)
+    cg = build_conv_graph(GraphKind.CONV_GENSTATS, key, handle)
+    xd, wd = cupy.asarray(x), cupy.asarray(w)
+    y = cupy.empty(key.out_shape, dtype=cupy.float16)
+    total, total_sq = cupy.empty(16, cupy.float32), cupy.empty(16, cupy.float32)
+    operands_ = cg.operand_pointers({"x": xd.data.ptr, "w": wd.data.ptr, "y": y.data.ptr, "sum": total.data.ptr, "sum_sq": total_sq.data.ptr})
+    ran = 0
+    for index in range(cg.plan_count):
+        try:
+            ws = cg.build_plan(index)
+        except Exception:  # noqa: BLE001 - a plan that does not build is not run either
+            continue
+        workspace = cupy.empty(max(ws, 1), dtype=cupy.uint8)
+        total.fill(1e6)
+        total_sq.fill(1e6)
+        cg.launch(index, operands_, workspace.data.ptr if ws else 0)
+        flat = cupy.asnumpy(y).astype(np.float64).reshape(-1, 16)
+        np.testing.assert_allclose(cupy.asnumpy(total), flat.sum(0), rtol=1e-2, atol=0.5, err_msg=f"plan {cg.plan_name(index)}")
+        np.testing.assert_allclose(cupy.asnumpy(total_sq), (flat * flat).sum(0), rtol=1e-2, err_msg=f"plan {cg.plan_name(index)}")
+        ran += 1
+    assert ran >= 1
+
+
+def test_ordered_and_mapping_launches_agree(cache):
+    x, w = operands((2, 8, 8, 16), (16, 3, 3, 16), seed=10)
+    xd, wd = cupy.asarray(x), cupy.asarray(w)
+    y1 = conv2d(xd, wd, 1, 1, cache=cache)
+    graph = cache.entry(GraphKind.CONV, ConvKey.of(x.shape, w.shape, "float16", 1, 1, 1), xd.device.id).graph
+    if not graph.ordered_launch:
+        pytest.skip(f"this cuDNN frontend refused the ordered variant pack: {graph.ordered_launch_refusal}")
+    graph.ordered_launch = False
+    y2 = conv2d(xd, wd, 1, 1, cache=cache)
+    cupy.testing.assert_array_equal(y1, y2)
 
 
 def test_runs_on_a_non_default_stream(cache):
