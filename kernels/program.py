@@ -25,6 +25,8 @@ class ElementwiseProgram:
     n_inputs: int          # array operands, in kernel-argument order
     scalar_dtypes: tuple   # dtype of each scalar argument, in order
     out_dtype: np.dtype    # the destination's dtype: the result is converted to it on store
+    relu_mask: bool = False  # also write the bits (result > 0), 8 per byte, low bit first, to a
+                             # second output: the ReLU mask a backward pass needs (flat layout only)
 
     @property
     def result(self) -> int:
@@ -41,12 +43,17 @@ class ElementwiseProgram:
 _programs: dict = {}
 
 
-def program_for(instrs: tuple, n_inputs: int, scalar_dtypes: tuple, out_dtype) -> ElementwiseProgram:
-    key = (instrs, n_inputs, scalar_dtypes, out_dtype)
+def program_for(instrs: tuple, n_inputs: int, scalar_dtypes: tuple, out_dtype, relu_mask=False) -> ElementwiseProgram:
+    key = (instrs, n_inputs, scalar_dtypes, out_dtype, relu_mask)
     program = _programs.get(key)
     if program is None:
-        program = _programs.setdefault(key, ElementwiseProgram(instrs, n_inputs, scalar_dtypes, np.dtype(out_dtype)))
+        program = _programs.setdefault(
+            key, ElementwiseProgram(instrs, n_inputs, scalar_dtypes, np.dtype(out_dtype), relu_mask))
     return program
+
+
+def with_relu_mask(program: ElementwiseProgram) -> ElementwiseProgram:
+    return program_for(program.instrs, program.n_inputs, program.scalar_dtypes, program.out_dtype, True)
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,8 @@ class Reduction:
     `in_shape`: reduce over `axes` (sorted, normalized), accumulate in `acc_dtype`, store `out_dtype`
     into an array of in_shape without the reduced axes.
 
-    kind: sum prod max min any all argmax argmin mean var (std is var with `root`).
+    kind: sum prod max min any all argmax argmin mean var (std is var with `root`), and meanvar,
+    which writes the mean and the variance (ddof) both, as out[0] and out[1] (out: (2,) + out_shape).
     For mean/var/std the kernel divides by the count (minus ddof) itself, so `x.mean()` is one kernel.
     The reduction order is fixed (blocked/pairwise), so results do not depend on the thread count."""
     kind: str

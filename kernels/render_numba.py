@@ -96,6 +96,8 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
         loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
         store = f"out[{', '.join(idx) if idx else '()'}] = {result}"
 
+    if program.relu_mask:
+        return _render_with_mask(program, layout, params, prologue, body, result)
     src = list(MODULE_HEADER)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
         src.append(JIT.format(parallel=parallel))
@@ -113,3 +115,28 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
         src.append("")
     return "\n".join(src)
 
+
+
+def _render_with_mask(program, layout, params, prologue, body, result) -> str:
+    """Elements in groups of 8: each group also yields one byte of the packed ReLU mask."""
+    if not layout.flat:
+        raise ValueError("a ReLU mask output needs contiguous operands (flat layout)")
+    params = params[:1] + ["mask"] + params[1:]
+    src = list(MODULE_HEADER)
+    for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
+        src.append(JIT.format(parallel=parallel))
+        src.append(f"def {name}({', '.join(params)}):")
+        src += ["    " + line for line in prologue]
+        src.append("    n_ = o.shape[0]")
+        src.append(f"    for j in {'prange' if parallel else 'range'}((n_ + 7) // 8):")
+        src.append("        bits = 0")
+        src.append("        for b in range(8):")
+        src.append("            i = j * 8 + b")
+        src.append("            if i < n_:")
+        src += ["                " + line for line in body]
+        src.append(f"                o[i] = {result}")
+        src.append(f"                if v{program.result} > 0:")
+        src.append("                    bits |= 1 << b")
+        src.append("        mask[j] = np.uint8(bits)")
+        src.append("")
+    return "\n".join(src)

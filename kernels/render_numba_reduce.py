@@ -46,7 +46,10 @@ class _Acc:
         k = spec.kind
         acc = f"np.{spec.acc_dtype.name}"
         self.kind = k
-        if k in ("var",):
+        self.both = False
+        if k in ("var", "meanvar"):
+            k = self.kind = "var"
+            self.both = spec.kind == "meanvar"
             self.state = ("n", "m", "q")
         elif k in ("argmax", "argmin"):
             self.state = ("bv", "bi")
@@ -105,6 +108,13 @@ class _Acc:
         cmp = ">" if k == "argmax" else "<"
         return [f"if {q}bi >= 0 and ({p}bi < 0 or {q}bv {cmp} {p}bv or ({q}bv != {q}bv and {p}bv == {p}bv)):",
                 f"    {p}bv = {q}bv", f"    {p}bi = {q}bi"]
+
+    def stores(self, p: str, o: str, k: str, nk: str, store) -> list:
+        """Statements storing the result for kept element `k` into the flat output `o`."""
+        if self.both:
+            r = f"{p}q / max(count - {self.spec.ddof}, 0.0)"
+            return [f"{o}[{k}] = {store(f'{p}m')}", f"{o}[{nk} + {k}] = {store(r)}"]
+        return [f"{o}[{k}] = {store(self.result(p))}"]
 
     def result(self, p: str) -> str:
         k = self.kind
@@ -172,7 +182,7 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
         if blocked:
             loop += ["    " * depth + line for line in acc.combine("", "b")]
         inner += loop
-        inner.append(f"o[k] = {store(acc.result(''))}")
+        inner += acc.stores("", "o", "k", " * ".join(ext[d] for d in kept), store)
         lines += ["    " + line for line in inner]
         src += ["    " + line for line in lines]
         src.append("")
@@ -218,11 +228,11 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     src.append("")
     src.append(JIT.format(parallel=True))
     src.append(f"def reduce_finish(out, {parts}, nchunks, count):")
-    fin = ["o = out.reshape(-1)", f"for kk in prange(o.shape[0]):"]
+    fin = ["o = out.reshape(-1)", f"nk_ = o.shape[0] // {2 if acc.both else 1}", "for kk in prange(nk_):"]
     step = acc.init("") + ["for c in range(nchunks):"]
     step += ["    " + f"q{s} = p{s}[c, kk]" for s in acc.state]
     step += ["    " + line for line in acc.combine("", "q")]
-    step.append(f"o[kk] = {store(acc.result(''))}")
+    step += acc.stores("", "o", "kk", "nk_", store)
     fin += ["    " + line for line in step]
     src += ["    " + line for line in fin]
     src.append("")
@@ -231,7 +241,7 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
 
 def state_types(spec: Reduction) -> list:
     """dtypes of the partial-state arrays of the "chunks" loop shape, in parameter order."""
-    if spec.kind == "var":
+    if spec.kind in ("var", "meanvar"):
         return [np.float64, np.float64, np.float64]
     if spec.kind in ("argmax", "argmin"):
         return [spec.acc_dtype, np.int64]

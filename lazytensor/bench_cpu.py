@@ -43,7 +43,8 @@ def run_cpu_bench(print_fn=print, scale: int = 25) -> Table:
     if ne:
         out = np.empty_like(x0)
         table.add(case, "numexpr", time_host(lambda: ne.evaluate(
-            "where((x0+x1)*x2+5*x3 > 0, (x0+x1)*x2+5*x3, 0)", out=out), repeat=3))
+            "where((x0+x1)*x2+5*x3 > 0, (x0+x1)*x2+5*x3, 0)",
+            local_dict={"x0": x0, "x1": x1, "x2": x2, "x3": x3}, out=out), repeat=3))
     table.floor(case, 5 * n * 4 / bw, "4 reads + 1 write of float32")
 
     # 2. BN-apply broadcast relu((x-m)*s*g+b), x of (2**(scale-6), 64), per-channel vectors
@@ -60,7 +61,8 @@ def run_cpu_bench(print_fn=print, scale: int = 25) -> Table:
     if ne:
         out2 = np.empty_like(X)
         table.add(case, "numexpr", time_host(lambda: ne.evaluate(
-            "where((X-vm)*vs*vg+vb > 0, (X-vm)*vs*vg+vb, 0)", out=out2), repeat=3))
+            "where((X-vm)*vs*vg+vb > 0, (X-vm)*vs*vg+vb, 0)",
+            local_dict={"X": X, "vm": vm, "vs": vs, "vg": vg, "vb": vb}, out=out2), repeat=3))
     table.floor(case, 2 * X.nbytes / bw, "1 read + 1 write of x")
 
     # 3. dispatch: the same expression on 1024 elements, all Python work included
@@ -79,7 +81,8 @@ def run_cpu_bench(print_fn=print, scale: int = 25) -> Table:
                                              repeat=9, number=2000))
     if ne:
         table.add(case, "numexpr", time_host(lambda: ne.evaluate(
-            "where((s0+s1)*s2+5*s3 > 0, (s0+s1)*s2+5*s3, 0)", out=so), repeat=9, number=2000))
+            "where((s0+s1)*s2+5*s3 > 0, (s0+s1)*s2+5*s3, 0)",
+            local_dict={"s0": s0, "s1": s1, "s2": s2, "s3": s3}, out=so), repeat=9, number=2000))
     print_fn(table.render())
     return table
 

@@ -19,14 +19,14 @@ def check_supported(dtype) -> np.dtype:
 def operand_type(value):
     """The type NumPy's resolution sees for a scalar: weak `int`/`float` for Python numbers,
     a strong dtype for NumPy scalars and Python bools."""
+    if isinstance(value, np.generic):      # first: np.float64 is also a Python float, but strong
+        return check_supported(value.dtype)
     if isinstance(value, bool):
         return np.dtype(bool)
     if isinstance(value, int):
         return int
     if isinstance(value, float):
         return float
-    if isinstance(value, np.generic):
-        return check_supported(value.dtype)
     raise TypeError(f"unsupported operand of type {type(value).__name__}: expected a Tensor, an expression, "
                     f"or a bool, int or float scalar")
 

@@ -70,6 +70,12 @@ class Expr(Operand):
         self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
         self.attrs = attrs          # op parameters that are part of the structure (e.g. an axis)
         self.uses = 0               # how many nodes have taken this one as an operand
+        if heavy:
+            # Never lowered as a whole: the planner cuts it into steps first (lazytensor.plan).
+            self.skey = None
+            self.shared = True
+            self.leaves = self.scalars = ()
+            return
         shared = False
         leaves = ()
         scalars = ()

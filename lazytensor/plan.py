@@ -67,48 +67,65 @@ def aliased(out, inputs) -> bool:
 
 
 # -- heavy nodes -----------------------------------------------------------------------------------
+# A builder turns one heavy node into steps: builder(node, backend, cut, out) -> (steps, replacement).
+# `cut(a)` returns operand `a` with its own heavy parts already planned; `replacement` is what the
+# node becomes in the expression above it: a Tensor holding its result, or an elementwise
+# expression over such tensors that fuses into the next kernel. `out` is the destination array
+# when the node is the root of the plan and its builder may write there directly, else None.
 
-def _build_reduce(node, args, backend, out):
-    (x,) = args
+def _build_reduce(node, backend, cut, out):
+    x = cut(node.args[0])
     spec = node.attrs
     program, inputs, scalars = lower(x, x.dtype)
     result = out if out is not None else backend.empty(spec.out_shape, spec.out_dtype)
-    return [FusedReduction(backend, program, spec, result, inputs, scalars)], result
+    return [FusedReduction(backend, program, spec, result, inputs, scalars)], _tensor.Tensor(result, node.device)
 
 
-def _build_materialize(node, args, backend, out):
+def _build_materialize(node, backend, cut, out):
     from lazytensor.views import apply_step
-    (x,) = args
+    x = cut(node.args[0])
     step, why = node.attrs
     tmp = backend.empty(x.shape, x.dtype)
     steps = plan(x, tmp, backend)
     steps[-1].note = f"materialized into a temporary for a view: {why}"
-    return steps, apply_step(tmp, step)
+    return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
 
 
-# op name -> builder(node, args with heavy parts already cut, backend, out array or None)
-#            -> (steps, result array); `out` is given when the node is the plan's root.
-HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
-ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the destination directly
-
-
-def _cut(node, steps, memo, backend):
-    """`node` with every heavy subtree replaced by a tensor holding its result."""
-    if not node.heavy:
+def materialized(node, backend, steps) -> "_tensor.Tensor":
+    """`node` (already cut: no heavy parts) as a Tensor, evaluating it into a temporary if needed."""
+    if isinstance(node, _tensor.Tensor):
         return node
-    hit = memo.get(id(node))
-    if hit is not None:
-        return hit
-    args = tuple(_cut(a, steps, memo, backend) for a in node.args)
-    build = HEAVY.get(node.op)
-    if build is not None:
-        new_steps, result = build(node, args, backend, None)
-        steps += new_steps
-        out = _tensor.Tensor(result, node.device)
-    else:
-        out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
-    memo[id(node)] = out
-    return out
+    tmp = backend.empty(tuple(node.shape), node.dtype)
+    steps.extend(plan(node, tmp, backend))
+    return _tensor.Tensor(tmp, node.device)
+
+
+HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
+ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the plan's destination directly
+# Whole-plan patterns, tried on the root first: (name, match(root, out, backend) -> steps or None).
+PATTERNS: list = []
+
+
+def _cutter(steps, backend):
+    memo: dict = {}
+
+    def cut(node):
+        """`node` with every heavy subtree replaced by what its builder returns."""
+        if not node.heavy:
+            return node
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit
+        build = HEAVY.get(node.op)
+        if build is not None:
+            new_steps, out = build(node, backend, cut, None)
+            steps.extend(new_steps)
+        else:
+            args = tuple(cut(a) for a in node.args)
+            out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
+        memo[id(node)] = out
+        return out
+    return cut
 
 
 # -- the plan ---------------------------------------------------------------------------------------
@@ -128,12 +145,16 @@ def plan(root, out, backend) -> list:
     """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device)."""
     if not root.heavy:
         return _elementwise(root, out, backend)
+    for _, match in PATTERNS:
+        steps = match(root, out, backend)
+        if steps is not None:
+            return steps
     steps: list = []
-    memo: dict = {}
+    cut = _cutter(steps, backend)
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
-        args = tuple(_cut(a, steps, memo, backend) for a in root.args)
+        args = [cut(a) for a in root.args]
         inputs = [leaf.data for a in args for leaf in a.leaves]
         if not aliased(out, inputs):
-            new_steps, _ = HEAVY[root.op](root, args, backend, out)
+            new_steps, _ = HEAVY[root.op](root, backend, cut, out)
             return steps + new_steps
-    return steps + _elementwise(_cut(root, steps, memo, backend), out, backend)
+    return steps + _elementwise(cut(root), out, backend)
