@@ -1,0 +1,36 @@
+"""BN finalize on the CPU: from per-channel batch statistics to the affine map of the apply step.
+
+A tiny fixed kernel over C channels (numba): it runs between the statistics and the fused
+apply + ReLU + mask kernel, and is the only place the running statistics are written.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+
+@njit(cache=True)
+def finalize_train(mean, var, count, gamma, beta, running_mean, running_var, momentum, eps,
+                   eq_scale, eq_bias, saved_mean, saved_inv_var):
+    """mean, var: float32 (C,) batch mean and biased variance of `count` values per channel."""
+    for c in range(mean.shape[0]):
+        m = float(mean[c])
+        v = max(float(var[c]), 0.0)
+        inv = 1.0 / math.sqrt(v + eps)
+        g = float(gamma[c])
+        eq_scale[c] = g * inv
+        eq_bias[c] = float(beta[c]) - g * m * inv
+        saved_mean[c] = m
+        saved_inv_var[c] = inv
+        running_mean[c] = (1.0 - momentum) * float(running_mean[c]) + momentum * m
+        running_var[c] = (1.0 - momentum) * float(running_var[c]) + momentum * v * count / (count - 1.0)
+
+
+@njit(cache=True)
+def finalize_inference(gamma, beta, running_mean, running_var, eps, eq_scale, eq_bias):
+    for c in range(gamma.shape[0]):
+        inv = 1.0 / math.sqrt(float(running_var[c]) + eps)
+        g = float(gamma[c])
+        eq_scale[c] = g * inv
+        eq_bias[c] = float(beta[c]) - float(running_mean[c]) * g * inv
