@@ -118,10 +118,17 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
 
 
 def _render_with_mask(program, layout, params, prologue, body, result) -> str:
-    """Elements in groups of 8: each group also yields one byte of the packed ReLU mask."""
-    if not layout.flat:
-        raise ValueError("a ReLU mask output needs contiguous operands (flat layout)")
+    """Elements in groups of 8, in C order of the (contiguous) destination: each group also yields one
+    byte of the packed ReLU mask. Broadcast operands are read through the unravelled index."""
     params = params[:1] + ["mask"] + params[1:]
+    if layout.flat:
+        index = []
+    else:
+        nd = layout.ndim
+        prologue = [line for line in prologue if not line.startswith(("o = ", "x"))]
+        prologue = prologue + ["o = out.reshape(-1)"]
+        index = [f"i{d} = (i // ({' * '.join(f'out.shape[{e}]' for e in range(d + 1, nd)) or '1'})) % out.shape[{d}]"
+                 for d in range(nd)]
     src = list(MODULE_HEADER)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
         src.append(JIT.format(parallel=parallel))
@@ -133,7 +140,7 @@ def _render_with_mask(program, layout, params, prologue, body, result) -> str:
         src.append("        for b in range(8):")
         src.append("            i = j * 8 + b")
         src.append("            if i < n_:")
-        src += ["                " + line for line in body]
+        src += ["                " + line for line in index + body]
         src.append(f"                o[i] = {result}")
         src.append(f"                if v{program.result} > 0:")
         src.append("                    bits |= 1 << b")

@@ -14,10 +14,22 @@ from lazytensor.evaluate import evaluate
 from lazytensor.explain import explain
 from lazytensor.profile import profile
 from lazytensor.kernels.backend import default_device, cuda_usable
+from lazytensor.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
+from lazytensor.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
+from lazytensor.nn import conv2d, batch_norm, BatchNormSaved
+from lazytensor import cbr_plan as _cbr_plan  # noqa: F401  (registers the conv2d/batch_norm planners)
+from lazytensor.cbr_block import CBR
+from lazytensor import cbr
+
+# The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
+cbr.CBR = CBR
 
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
     "relu", "sign", "floor", "ceil", "isnan", "isfinite", "absolute", "abs", "negative", "invert", "maximum",
     "minimum", "where", "clip", "astype", "evaluate", "explain", "profile", "default_device", "cuda_usable",
+    "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
+    "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
+    "BatchNormSaved", "CBR",
 ]

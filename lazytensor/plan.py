@@ -22,7 +22,8 @@ from lazytensor import tensor as _tensor
 # -- aliasing ---------------------------------------------------------------------------------------
 
 def _root_base(a):
-    while a.base is not None and hasattr(a.base, "shape"):
+    # Not only arrays: as_strided (reshape views) hangs its array on a wrapper object's .base.
+    while getattr(a, "base", None) is not None:
         a = a.base
     return a
 
@@ -82,9 +83,14 @@ def _build_reduce(node, backend, cut, out):
 
 
 def _build_materialize(node, backend, cut, out):
-    from lazytensor.views import apply_step
+    from lazytensor.views import NoViewPossible, apply_step
     x = cut(node.args[0])
     step, why = node.attrs
+    if node.args[0].heavy and isinstance(x, _tensor.Tensor):
+        try:    # the heavy operand already ran into a temporary of its own: view it, no copy
+            return [], _tensor.Tensor(apply_step(x.data, step), node.device)
+        except NoViewPossible:
+            pass
     tmp = backend.empty(x.shape, x.dtype)
     steps = plan(x, tmp, backend)
     steps[-1].note = f"materialized into a temporary for a view: {why}"

@@ -65,9 +65,13 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
     if dtype is not None:
         dtype = _dt.check_supported(dtype)
     axes = _axes(axis, len(x.shape))
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))   # the shape keepdims gives
     if kind in ("argmax", "argmin") and axis is None and len(x.shape) > 1:
         x = ravel(x)
         axes = (0,)
+    if not axes:    # a 0-d input or axis=(): each element is reduced alone, over a unit axis
+        x = reshape(x, tuple(x.shape) + (1,))
+        axes = (len(x.shape) - 1,)
     out_dtype = _result_dtype("var" if kind == "std" else kind, x.dtype, dtype)
     if kind == "std":
         out_dtype = _result_dtype("std", x.dtype, dtype)
@@ -77,13 +81,14 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
     out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     if reduced == 0 and kind in ("max", "min", "argmax", "argmin"):
         if not out_shape or 0 not in out_shape:
-            name = {"max": "maximum", "min": "minimum"}.get(kind, kind)
+            if kind in ("argmax", "argmin"):
+                raise ValueError(f"attempt to get {kind} of an empty sequence")
+            name = {"max": "maximum", "min": "minimum"}[kind]
             raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
     spec = Reduction("var" if kind == "std" else kind, axes, tuple(x.shape),
                      _accumulator(kind, x.dtype, out_dtype), out_dtype, int(ddof), kind == "std")
     node = Expr("reduce", (x,), out_shape, out_dtype, x.device, heavy=True, attrs=spec)
     if keepdims:
-        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
         node = reshape(node, kept)
     return node
 

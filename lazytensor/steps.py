@@ -10,24 +10,31 @@ def _indent(text: str) -> str:
 
 
 class FusedElementwise:
-    """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`."""
-    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note")
+    """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`
+    (and, for programs with a ReLU mask, the packed mask bits into `mask`)."""
+    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask")
 
-    def __init__(self, backend, program, out, inputs, scalars, note=""):
+    def __init__(self, backend, program, out, inputs, scalars, note="", mask=None):
         self.backend = backend
         self.program = program
         self.out = out
         self.inputs = inputs
         self.scalars = scalars
         self.note = note
+        self.mask = mask
 
     def run(self):
-        self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
+        if self.mask is None:
+            self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
+        else:
+            self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars, mask=self.mask)
 
     def describe(self, source: bool = True) -> str:
         head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
                 f"{self.program.n_inputs} array inputs, {len(self.scalars)} scalar arguments, "
                 f"{self.out.size} elements of {self.program.out_dtype.name} {self.out.shape}")
+        if self.mask is not None:
+            head += f", and the ReLU mask packed 1 bit per element ({self.mask.size} bytes)"
         if self.note:
             head += f"\n  note: {self.note}"
         text = head + "\n" + _indent(describe(self.program))

@@ -1,0 +1,94 @@
+"""CBR stage 1 on CUDA, chosen by measurement per shape: one cuDNN graph computing the conv and its
+per-channel sums (conv_fprop + genstats), or the fastest plain conv followed by lazytensor's own
+statistics reduction (one read of the conv output). Fusing genstats narrows cuDNN's engines, so
+neither wins everywhere. The choice is timed once per shape (CUDA events, a few runs each), kept
+in memory and in the disk cache; LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without timing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+import numpy as np
+
+from lazytensor.kernels.cache import cache_dir
+
+GENSTATS = "conv_fprop + genstats"
+REDUCTION = "conv + statistics reduction"
+_choices: dict = {}
+
+
+def _disk_path():
+    return cache_dir() / "cbr_stage1.json"
+
+
+def _load_disk() -> dict:
+    try:
+        return json.loads(_disk_path().read_text())
+    except (OSError, ValueError):
+        return {}        # absent or damaged: measure again
+
+
+def _save_disk(key: str, value) -> None:
+    table = _load_disk()
+    table[key] = value
+    path = _disk_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(table, indent=1))
+    tmp.replace(path)
+
+
+def _time(cupy, launch, runs=5) -> float:
+    launch()
+    times = []
+    for _ in range(runs):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def choose_stage1(backend, x, w, attrs, y):
+    """-> (GENSTATS or REDUCTION, a note with the measured times or why none were taken)."""
+    import cupy
+    from lazytensor.cbr import cudnn_conv
+    from lazytensor.cbr_plan import _statistics
+    dev = cupy.cuda.Device(x.data.device.id)
+    key = f"{cupy.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()}|{x.shape}|{w.shape}|" \
+          f"{attrs.stride}|{attrs.padding}|{attrs.dilation}"
+    hit = _choices.get(key)
+    if hit is not None:
+        return hit
+    disk = _load_disk().get(key)
+    if disk is not None:
+        hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
+        return hit
+    if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
+        hit = _choices[key] = (GENSTATS, "LAZYTENSOR_CBR_TUNE=0: not timed")
+        return hit
+    k = w.shape[0]
+    sums = [cupy.empty((k,), np.float32) for _ in range(2)]
+    a = attrs
+
+    def genstats():
+        cudnn_conv.conv2d_genstats(x.data, w.data, a.stride, a.padding, a.dilation, out=y,
+                                   sum_out=sums[0], sum_sq_out=sums[1])
+
+    reduction, _ = _statistics(backend, y, "cuda")
+
+    def conv_then_reduce():
+        cudnn_conv.conv2d(x.data, w.data, a.stride, a.padding, a.dilation, out=y)
+        reduction.run()
+
+    t_gen = _time(cupy, genstats)
+    t_red = _time(cupy, conv_then_reduce)
+    choice = GENSTATS if t_gen <= t_red else REDUCTION
+    note = f"measured: conv+genstats {t_gen:.3f} ms, conv + reduction {t_red:.3f} ms"
+    _choices[key] = (choice, note)
+    _save_disk(key, [choice, note])
+    return choice, note
