@@ -66,12 +66,13 @@ def lt_mod_i(a, b):
 
 @_inline
 def lt_div_u(a, b):
-    return 0 if b == 0 else a // b
+    # `a - a`, not 0: numba unifies an int64 literal with uint64 to float64, losing the low bits.
+    return a - a if b == 0 else a // b
 
 
 @_inline
 def lt_mod_u(a, b):
-    return 0 if b == 0 else a % b
+    return a - a if b == 0 else a % b
 
 
 @_inline
