@@ -113,6 +113,8 @@ class CpuBackend:
             kernel = self.kernel(program, layout)
         module = kernel.module
         fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+        if mask is not None and not layout.flat and out.ndim and (out.size // out.shape[0]) % 8:
+            fn = module.kernel_seq      # mask bytes would straddle the parallel slices (render_numba)
         if kernel.f16:
             args = [_kernel_arg(out), *[_kernel_arg(a) for a in inputs], *scalars]
         else:

@@ -247,7 +247,8 @@ def _build_batch_norm(node, backend, cut, out):
             stats, from_sums = sums, True
         else:
             if conv is not None:
-                conv.note = a.saved.path
+                # keep the reason the cuDNN path was not taken (explain must show it)
+                conv.note = "; ".join(n for n in (conv.note, a.saved.path) if n)
                 steps.append(conv)
             reduction, st = _statistics(backend, y, node.device)
             steps.append(reduction)

@@ -113,6 +113,13 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training=True, momentu
         if v.device != x.device:
             raise ValueError(f"batch_norm: x is on {x.device!r} but {name} is on {v.device!r}")
         vectors.append(v)
+    if fused and not (isinstance(x, Expr) and x.op == "conv2d"):
+        raise ValueError("batch_norm(fused=True) needs x to be conv2d(...) itself, so that conv, batch_norm "
+                         "(and relu) run as one CBR step; pass fused=None to allow the unfused path")
+    if not 0.0 <= float(momentum) <= 1.0:
+        raise ValueError(f"batch_norm: momentum is the weight of the new batch statistics, in [0, 1]; got {momentum}")
+    if not float(eps) >= 0.0:
+        raise ValueError(f"batch_norm: eps must be >= 0 (it is added to the variance); got {eps}")
     count = int(np.prod(x.shape[:-1]))
     if training and count < 2:
         raise ValueError(f"batch_norm in training needs more than one value per channel; x has shape {tuple(x.shape)}")
