@@ -148,9 +148,8 @@ _WEAK = {float: float, int: int, bool: np.dtype(bool)}
 def apply(op: str, *operands) -> Expr:
     """Build the node for `op(*operands)`; operands are nodes or scalars. This runs for every
     operator a user writes, so it is kept to a handful of dict lookups."""
-    rewrite = REWRITES.get(op)
-    if rewrite is not None:
-        node = rewrite(*operands)
+    if op in REWRITES:
+        node = REWRITES[op](*operands)
         if node is not None:
             return node
     types = []
@@ -164,22 +163,29 @@ def apply(op: str, *operands) -> Expr:
                     return apply(op, *[_tensor.as_node(y) if isinstance(y, np.ndarray) else y for y in operands])
                 t = _dt.operand_type(x)
             types.append(t)
-    rule = _rules.get((op, tuple(types)))
+    types = tuple(types)
+    rule = _rules.get((op, types))
     if rule is None or type(rule) is TypeError:
-        rule = _resolve(op, tuple(types))
+        rule = _resolve(op, types)
     loop, out = rule
     args = []
     heavy = False
     device = None
+    shape = None
     for x, want in zip(operands, loop):
         if isinstance(x, Operand):
-            if x.dtype != want:
+            if x.dtype is not want and x.dtype != want:
                 x = Expr("astype", (x,), x.shape, want, x.device, x.heavy)
             if x.heavy:
                 heavy = True
             d = x.device
             if d is not device:
-                device = _device_of((device, d))
+                device = d if device is None else _device_of((device, d))
+            s = x.shape
+            if shape is None or s == shape:
+                shape = s
+            else:
+                shape = broadcast_shapes(shape, s) if len(operands) == 2 else None
         else:
             if type(x) is int and want.kind in "iu":
                 try:
@@ -192,12 +198,7 @@ def apply(op: str, *operands) -> Expr:
                 x = x.item()
             x = Const(x, want)
         args.append(x)
-    if len(args) == 2:
-        s0, s1 = args[0].shape, args[1].shape
-        shape = s0 if s0 == s1 else broadcast_shapes(s0, s1)
-    elif len(args) == 1:
-        shape = args[0].shape
-    else:
+    if shape is None or len(args) > 2:
         shape = broadcast_shapes(*(a.shape for a in args))
     return Expr(op, tuple(args), shape, out, device, heavy)
 

@@ -125,6 +125,10 @@ class Operand:
         from lazytensor.ufuncs import dispatch_ufunc
         return dispatch_ufunc(ufunc, method, inputs, out, kwargs)
 
+    def __array_function__(self, func, types, args, kwargs):
+        from lazytensor.ufuncs import dispatch_function
+        return dispatch_function(func, args, kwargs)
+
 
 # Operators resolve these modules at call time (they import this one).
 from lazytensor import expr as _expr  # noqa: E402

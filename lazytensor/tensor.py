@@ -13,15 +13,19 @@ from lazytensor.operand import Operand
 
 
 class Tensor(Operand):
-    __slots__ = ("data", "device", "__weakref__")
+    # A Tensor never changes which memory it views, so its shape and dtype are plain attributes
+    # (read on every operator, cheaper than properties) and its structure id is fixed.
+    __slots__ = ("data", "device", "shape", "dtype", "skey", "__weakref__")
 
     def __init__(self, data, device: str):
-        _dt.check_supported(data.dtype)
+        dtype = data.dtype
         self.data = data          # numpy.ndarray on "cpu", cupy.ndarray on "cuda"
         self.device = device
+        self.shape = data.shape
+        self.dtype = dtype
+        k = _load_keys.get(dtype)
+        self.skey = k if k is not None else _load_key(_dt.check_supported(dtype))
 
-    shape = property(lambda self: self.data.shape)
-    dtype = property(lambda self: self.data.dtype)
     heavy = False
     shared = False
     scalars = ()
@@ -29,11 +33,6 @@ class Tensor(Operand):
     @property
     def leaves(self):
         return (self,)
-
-    @property
-    def skey(self) -> int:
-        k = _load_keys.get(self.data.dtype)
-        return k if k is not None else _load_key(self.data.dtype)
 
     @property
     def backend(self):
