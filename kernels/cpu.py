@@ -16,7 +16,7 @@ import numpy as np
 
 from . import launch_log
 from .cache import KernelCache, cache_dir
-from .program import ElementwiseProgram, Layout, layout_of
+from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
 from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
 
@@ -161,6 +161,12 @@ class CpuBackend:
     def run_reduction(self, program, spec, out, inputs, scalars):
         shape = spec.in_shape
         layout = layout_for_shape(shape, inputs)
+        if layout.flat and len(shape) > 1 and len(spec.axes) == len(shape):
+            # Everything reduced over contiguous operands: one flat axis (C order, as ravel).
+            n = spec.count
+            spec = Reduction(spec.kind, (0,), (n,), spec.acc_dtype, spec.out_dtype, spec.ddof, spec.root)
+            inputs = [a.reshape(n) for a in inputs]
+            shape, layout = (n,), _FLAT[1]
         kernel = self.reduction_kernel(program, spec, layout)
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         args = [_kernel_arg(a) for a in inputs] + list(scalars) + list(shape) + [float(spec.count)]

@@ -220,7 +220,18 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     else:
         # Everything reduced: one state per chunk, kept in locals while the chunk streams by.
         chunk += acc.init("")
-        nest += ["    " * depth + line for line in body + acc.update("", value, arg_idx)]
+        if nd == 1 and acc.kind in ("sum", "mean"):
+            # Eight independent partial sums (a fixed lane per element, so still deterministic):
+            # one accumulator would chain every add on the previous one's latency.
+            nest = [f"l8 = np.zeros(8, {acc.acc})", "i0 = lo_", "while i0 + 8 <= hi_:",
+                    "    b0 = i0", "    for u in range(8):", "        i0 = b0 + u"]
+            nest += ["        " + line for line in body]
+            nest += [f"        l8[u] += {acc.acc}({value})", "    i0 = b0 + 8",
+                     "for i0 in range(i0, hi_):"]
+            nest += ["    " + line for line in body + acc.update("", value, arg_idx)]
+            nest += ["for u in range(8):", "    a += l8[u]"]
+        else:
+            nest += ["    " * depth + line for line in body + acc.update("", value, arg_idx)]
         nest += [f"p{st}[c, 0] = {st}" for st in acc.state]
     chunk += nest
     lines += ["    " + line for line in chunk]

@@ -12,17 +12,14 @@ def main(argv=None) -> int:
     demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
     bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
     bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    bench.add_argument("--suite", choices=["elementwise", "all"], default="all")
+    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "all"], default="all")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from lazytensor.demo import run_demo
         run_demo(args.device)
-    elif args.device == "cpu":
-        from lazytensor.bench_cpu import run_cpu_bench
-        run_cpu_bench()
     else:
-        from lazytensor.bench_cuda import run_cuda_bench
-        run_cuda_bench(print)
+        from lazytensor.bench_suites import run_suites
+        run_suites(args.device, args.suite, print)
     return 0
 
 

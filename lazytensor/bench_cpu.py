@@ -90,3 +90,30 @@ def run_cpu_bench(print_fn=print, scale: int = 25) -> Table:
 def _threads() -> int:
     import numba
     return numba.config.NUMBA_NUM_THREADS
+
+
+def run_cpu_reduction_bench(print_fn=print, scale: int = 25) -> Table:
+    """sum((a-b)**2) fused into one reduction kernel, and per-channel sums, against NumPy/numexpr."""
+    rng = np.random.default_rng(1)
+    ne = _numexpr()
+    table = Table(f"lazytensor CPU reductions ({_threads()} threads)", "NumPy eager")
+    bw = _copy_bandwidth(1 << 28)
+    n = 1 << scale
+    A, B = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    a, b = lt.asarray(A, device="cpu"), lt.asarray(B, device="cpu")
+    case = f"sum((a-b)**2), 2^{scale} f32"
+    table.add(case, "lazytensor", time_host(lambda: ((a - b) ** 2).sum().numpy()))
+    table.add(case, "NumPy eager", time_host(lambda: np.sum((A - B) ** 2), repeat=3))
+    if ne:
+        table.add(case, "numexpr", time_host(lambda: ne.evaluate("sum((A-B)**2)", local_dict={"A": A, "B": B}),
+                                             repeat=3))
+    table.floor(case, 2 * n * 4 / bw, "2 reads of float32 at the copy bandwidth")
+    rows = 1 << (scale - 6)
+    X = rng.random((rows, 64), dtype=np.float32)
+    x = lt.asarray(X, device="cpu")
+    case = f"per-channel sum, ({rows}, 64) f32, axis 0"
+    table.add(case, "lazytensor", time_host(lambda: x.sum(axis=0).numpy()))
+    table.add(case, "NumPy eager", time_host(lambda: X.sum(axis=0), repeat=3))
+    table.floor(case, X.nbytes / bw, "1 read of x at the copy bandwidth")
+    print_fn(table.render())
+    return table

@@ -116,6 +116,21 @@ class FinalizeStep:
                 f"(momentum {self.momentum}, unbiased running variance)")
 
 
+class StageStep:
+    """Copy small vectors (running statistics into their staged copies, or back)."""
+    __slots__ = ("dst", "src", "what")
+
+    def __init__(self, dst, src, what="stage running_mean and running_var for the finalize"):
+        self.dst, self.src, self.what = dst, src, what
+
+    def run(self):
+        for d, s in zip(self.dst, self.src):
+            d[...] = s
+
+    def describe(self, source: bool = True) -> str:
+        return f"Copy: {self.what} ({len(self.dst)} vectors of {self.dst[0].shape[0]})"
+
+
 class InferenceGraphStep:
     """relu(conv(x, w) * eq_scale + eq_bias) as one cuDNN graph; conv + the fused epilogue kernel
     where cuDNN rejects that graph for the shape (remembered, and shown by explain)."""
@@ -253,8 +268,13 @@ def _build_batch_norm(node, backend, cut, out):
             reduction, st = _statistics(backend, y, node.device)
             steps.append(reduction)
             stats, from_sums = (st[0], st[1]), False
-        steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, rm.data, rv.data),
+        # The finalize updates staged copies of the running statistics; they are committed by the
+        # plan's very last step, so a failure anywhere before leaves running_mean/var untouched.
+        staged = [backend.empty((channels,), _F32) for _ in range(2)]
+        steps.append(StageStep(staged, (rm.data, rv.data)))
+        steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, *staged),
                                   a.momentum, a.eps, eq + saved))
+        cut.deferred.append(StageStep((rm.data, rv.data), staged, "commit the updated running_mean and running_var"))
         a.saved.saved_mean = _tensor.Tensor(saved[0], node.device)
         a.saved.saved_inv_var = _tensor.Tensor(saved[1], node.device)
 
@@ -287,7 +307,8 @@ def _relu_mask_plan(root, out, backend):
     if bn is None:
         return None
     steps: list = []
-    final = _cutter(steps, backend)(root)
+    cut = _cutter(steps, backend)
+    final = cut(root)
     program, inputs, scalars = lower(final, out.dtype)
     target = out
     if not out.flags.c_contiguous or aliased(out, inputs):
@@ -299,7 +320,7 @@ def _relu_mask_plan(root, out, backend):
         copy = program_for((("load", out.dtype, 0),), 1, (), out.dtype)
         steps.append(FusedElementwise(backend, copy, out, [target], [], note="copy into the destination"))
     bn.attrs.saved.relu_mask = _tensor.Tensor(mask, bn.device)
-    return steps
+    return steps + cut.deferred
 
 
 def _inference_graph_plan(root, out, backend):

@@ -113,6 +113,9 @@ PATTERNS: list = []
 
 
 def _cutter(steps, backend):
+    """A `cut` function that appends the steps of heavy nodes to `steps`. Steps a builder wants
+    to run only after everything else (committing running statistics) go to `cut.deferred`:
+    a step that fails before them leaves the user's state untouched."""
     memo: dict = {}
 
     def cut(node):
@@ -131,6 +134,7 @@ def _cutter(steps, backend):
             out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
         memo[id(node)] = out
         return out
+    cut.deferred = []
     return cut
 
 
@@ -162,5 +166,6 @@ def plan(root, out, backend) -> list:
         inputs = [leaf.data for a in args for leaf in a.leaves]
         if not aliased(out, inputs):
             new_steps, _ = HEAVY[root.op](root, backend, cut, out)
-            return steps + new_steps
-    return steps + _elementwise(cut(root), out, backend)
+            return steps + new_steps + cut.deferred
+    final = _elementwise(cut(root), out, backend)
+    return steps + final + cut.deferred

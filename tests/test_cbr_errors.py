@@ -220,9 +220,6 @@ def test_running_stats_untouched_when_the_conv_cannot_run(xw, monkeypatch):
     assert np.array_equal(rm.numpy(), before[0]) and np.array_equal(rv.numpy(), before[1])
 
 
-@pytest.mark.xfail(strict=True, reason="known: the finalize step writes the running statistics before the "
-                                       "apply + ReLU + mask kernel runs; a failure in that last kernel leaves "
-                                       "them updated (reported; needs a staged commit or an undo in evaluate)")
 def test_running_stats_untouched_when_the_apply_kernel_fails(xw, monkeypatch):
     x, w = xw
     g, b, rm, rv = vectors(4)
