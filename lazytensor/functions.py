@@ -1,6 +1,8 @@
 """NumPy-style functions. Each builds a node; nothing is computed until assignment."""
 from __future__ import annotations
 
+import numpy as _np
+
 from lazytensor.expr import apply, astype  # noqa: F401  (astype is part of the public API)
 
 
@@ -52,11 +54,22 @@ def clip(x, a_min=None, a_max=None):
     """np.clip: minimum(maximum(x, a_min), a_max); either bound may be None."""
     if a_min is None and a_max is None:
         raise ValueError("clip needs a_min or a_max")
+    # NumPy promotes the three operands together (np.clip(bool, 0, int8) is int8), not pairwise.
+    dtype = _np.result_type(*(_weak(v) for v in (x, a_min, a_max) if v is not None))
+    if getattr(x, "dtype", dtype) != dtype:
+        x = astype(x, dtype)
     if a_min is not None:
         x = apply("maximum", x, a_min)
     if a_max is not None:
         x = apply("minimum", x, a_max)
     return x
+
+
+def _weak(v):
+    """What np.result_type needs to treat a Python int or float as weak (NEP 50)."""
+    if type(v) is int or type(v) is float:
+        return type(v)(0)
+    return v.dtype if hasattr(v, "dtype") else v
 
 
 def _not_bool(x) -> bool:
