@@ -1,0 +1,233 @@
+"""The CUDA backend: CuPy arrays and memory pool, kernels rendered as CUDA C (render_cuda), compiled
+by NVRTC to cubins (cuda_compile) and launched on CuPy's current stream. Nothing here synchronizes
+the host except to_host and synchronize.
+
+Per assignment the work is one dictionary lookup and one launch: the launch plan of each
+(program, shapes, strides, alignment) — kernel function, grid, the integer arguments — is cached,
+and the common all-contiguous case is recognised without reading shapes or strides.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import launch_log
+from .cache import KernelCache
+from .cuda_compile import CubinCompiler
+from .cuda_layout import CONTIGUOUS, LaunchGeometry, flat_geometry, plan_launch
+from .program import ElementwiseProgram
+from .render_cuda import CudaSource, render_cuda
+
+_F16 = np.dtype(np.float16)
+_MAX_LAUNCH_PLANS = 4096      # distinct (program, size/shape) plans kept before the table is reset
+
+
+def _float16_argument(value):
+    """float16 scalars travel as float32 kernel arguments, rounded to float16 first."""
+    return np.float32(np.float16(value))
+
+
+def scalar_converters(program: ElementwiseProgram) -> tuple:
+    return tuple(_float16_argument if np.dtype(d) == _F16 else np.dtype(d).type for d in program.scalar_dtypes)
+
+
+class CudaKernel:
+    """A compiled kernel: its source and cubin, loaded once per device."""
+    __slots__ = ("rendered", "cubin", "path", "cache", "compile_seconds", "functions")
+
+    def __init__(self, rendered: CudaSource, cubin, path, cache, compile_seconds):
+        self.rendered, self.cubin, self.path = rendered, cubin, path
+        self.cache, self.compile_seconds = cache, compile_seconds   # how it was first obtained
+        self.functions = {}                                         # device id -> cupy Function
+
+    name = property(lambda self: self.rendered.name)
+    source = property(lambda self: self.rendered.source)
+
+
+class CudaLaunch:
+    """Everything about one launch that does not change between assignments."""
+    __slots__ = ("function", "grid", "block", "tail", "converters", "kernel", "geometry", "config")
+
+    def __init__(self, function, kernel, geometry: LaunchGeometry, converters, index_type):
+        self.function = function
+        self.kernel = kernel
+        self.geometry = geometry
+        self.grid = (geometry.grid,)
+        self.block = (geometry.block,)
+        self.tail = tuple(index_type(v) for v in geometry.runtime_args)
+        self.converters = converters
+        self.config = geometry.config()
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self):
+        import cupy
+        self._cupy = cupy
+        device = cupy.cuda.Device()
+        self.compiler = CubinCompiler(int(device.compute_capability))
+        self.kernels = KernelCache()
+        self._launches: dict = {}
+
+    # -- arrays -------------------------------------------------------------------------------
+    def empty(self, shape, dtype):
+        return self._cupy.empty(shape, dtype)
+
+    def asarray(self, obj, dtype=None):
+        """NumPy data is copied to the device; CuPy arrays, and objects exposing
+        __cuda_array_interface__ or a CUDA __dlpack__ (a PyTorch CUDA tensor), are shared."""
+        cp = self._cupy
+        if isinstance(obj, cp.ndarray):
+            array = obj
+        elif isinstance(obj, np.ndarray):
+            array = cp.asarray(obj)
+        elif hasattr(obj, "__cuda_array_interface__"):
+            array = cp.asarray(obj)
+        elif hasattr(obj, "__dlpack__") and _dlpack_on_cuda(obj):
+            array = cp.from_dlpack(obj)
+        else:
+            array = cp.asarray(np.asarray(obj))
+        if dtype is not None and array.dtype != np.dtype(dtype):
+            array = array.astype(dtype)       # a conversion is a new array, as np.asarray(x, dtype) makes
+        return array
+
+    def to_host(self, array):
+        return array.get()
+
+    def synchronize(self):
+        self._cupy.cuda.get_current_stream().synchronize()
+
+    # -- kernels ------------------------------------------------------------------------------
+    def kernel(self, program, layout) -> CudaKernel:
+        return self.kernels.get_or_build((program, layout), lambda: self._build(program, layout))
+
+    def _build(self, program, layout) -> CudaKernel:
+        rendered = render_cuda(program, layout)
+        cubin, path, cache, seconds = self.compiler.cubin(rendered)
+        return CudaKernel(rendered, cubin, path, cache, seconds)
+
+    def _function(self, kernel: CudaKernel, device_id: int):
+        function = kernel.functions.get(device_id)
+        if function is not None:
+            return function
+        cp = self._cupy
+        with cp.cuda.Device(device_id):
+            module = cp.cuda.function.Module()
+            try:
+                module.load(kernel.cubin)
+            except cp.cuda.driver.CUDADriverError:
+                if kernel.cache != "disk":
+                    raise
+                # A damaged cache file: drop it and compile afresh (a real error fails again).
+                kernel.path.unlink(missing_ok=True)
+                kernel.cubin, kernel.path, kernel.cache, kernel.compile_seconds = self.compiler.cubin(kernel.rendered)
+                module = cp.cuda.function.Module()
+                module.load(kernel.cubin)
+            function = kernel.functions[device_id] = module.get_function(kernel.name)
+        return function
+
+    def _prepare(self, key, program, geometry: LaunchGeometry, device_id: int) -> tuple:
+        """-> (launch plan, how its kernel was obtained, compile seconds), and caches the plan."""
+        known = self.kernels.get((program, geometry.layout))
+        kernel = known or self.kernel(program, geometry.layout)
+        function = self._function(kernel, device_id)
+        index_type = np.int64 if geometry.layout.index64 else np.int32
+        launch = CudaLaunch(function, kernel, geometry, scalar_converters(program), index_type)
+        if len(self._launches) >= _MAX_LAUNCH_PLANS:
+            self._launches.clear()
+        self._launches[key] = launch
+        if known is not None:
+            return launch, "memory", 0.0
+        return launch, kernel.cache, kernel.compile_seconds
+
+    def prepare(self, program, out, inputs, scalars) -> tuple:
+        """-> (launch plan, kernel arguments, how the kernel was obtained or None when the plan was
+        cached): everything run_elementwise does short of launching. `out` must not be empty."""
+        n = out.size
+        data = out.data
+        args = [data]
+        built = None
+        if out._c_contiguous:
+            bits = data.ptr
+            for a in inputs:
+                if not a._c_contiguous or a.size != n:
+                    break
+                d = a.data
+                bits |= d.ptr
+                args.append(d)
+            else:
+                # Every operand is contiguous with the destination's shape (an input of the same size
+                # that broadcasts to it differs at most by leading 1s): no shapes or strides to read.
+                key = (program, n, not (bits & 15), data.device_id)
+                launch = self._launches.get(key)
+                if launch is None:
+                    device = data.device_id
+                    geometry = flat_geometry(program, n, [a.data.ptr for a in (out, *inputs)])
+                    launch, *built = self._prepare(key, program, geometry, device)
+                conv = launch.converters
+                for k, v in enumerate(scalars):
+                    args.append(conv[k](v))
+                args.extend(launch.tail)
+                return launch, args, built
+            args = [data]
+        key = (program, out.shape, out.strides, not (data.ptr & 15), data.device_id,
+               *[(a.shape, a.strides, not (a.data.ptr & 15)) for a in inputs])
+        launch = self._launches.get(key)
+        if launch is None:
+            device = data.device_id
+            geometry = self._geometry(program, out, inputs, device)
+            launch, *built = self._prepare(key, program, geometry, device)
+        args += [a.data for a in inputs]
+        conv = launch.converters
+        for k, v in enumerate(scalars):
+            args.append(conv[k](v))
+        args.extend(launch.tail)
+        return launch, args, built
+
+    def run_elementwise(self, program, out, inputs, scalars):
+        if out.size == 0:
+            return
+        launch, args, built = self.prepare(program, out, inputs, scalars)
+        launch.function(launch.grid, launch.block, args)     # on CuPy's current stream, asynchronously
+        if launch_log.listeners:
+            self._record(launch, out.size, built)
+
+    def _geometry(self, program, out, inputs, device_id) -> LaunchGeometry:
+        return plan_launch(program, out.shape, out.strides, out.data.ptr,
+                           [(a.shape, a.strides, a.data.ptr) for a in inputs])
+
+    @staticmethod
+    def _record(launch: CudaLaunch, n: int, built) -> None:
+        cache, seconds = built if built else ("memory", 0.0)
+        launch_log.record(launch_log.KernelRecord(launch.kernel.name, "cuda", "elementwise", n, cache, seconds,
+                                                  launch.config))
+
+    def explain_elementwise(self, program, out, inputs) -> str:
+        device = out.data.device_id
+        geometry = self._geometry(program, out, inputs, device)
+        kernel = self.kernel(program, geometry.layout)
+        return f"cuda kernel {kernel.name}: {describe_geometry(geometry)}\n{kernel.source}"
+
+
+def describe_geometry(geometry: LaunchGeometry) -> str:
+    """The launch configuration and indexing, in the words explain prints."""
+    layout = geometry.layout
+    parts = [geometry.config()]
+    if layout.vector > 1:
+        parts.append(f"{layout.vector} elements per thread per step with 16-byte vector loads and stores"
+                     + (", scalar tail" if layout.has_tail() else ""))
+    else:
+        parts.append("scalar loads and stores" + (f" ({'; '.join(geometry.notes)})" if geometry.notes else ""))
+    parts.append("64-bit indexing" if layout.index64 else "32-bit indexing")
+    names = ["out"] + [f"in{k}" for k in range(len(layout.access) - 1)]
+    access = ", ".join(f"{name} {'contiguous' if acc == CONTIGUOUS else 'element strides ' + str(st)}"
+                       for name, acc, st in zip(names, layout.access, geometry.strides))
+    parts.append(f"collapsed shape {geometry.extents}: {access}")
+    return "; ".join(parts)
+
+
+def _dlpack_on_cuda(obj) -> bool:
+    try:
+        return obj.__dlpack_device__()[0] in (2, 13)    # kDLCUDA, kDLCUDAManaged
+    except Exception:
+        return False
