@@ -184,10 +184,12 @@ class CudaBackend:
         args.extend(launch.tail)
         return launch, args, built
 
-    def run_elementwise(self, program, out, inputs, scalars):
+    def run_elementwise(self, program, out, inputs, scalars, mask=None):
         if out.size == 0:
             return
         launch, args, built = self.prepare(program, out, inputs, scalars)
+        if mask is not None:
+            args.insert(1, mask.data)       # programs with a ReLU mask take it right after `out`
         launch.function(launch.grid, launch.block, args)     # on CuPy's current stream, asynchronously
         if launch_log.listeners:
             self._record(launch, out.size, built)

@@ -170,6 +170,32 @@ def _vector_step(program: ElementwiseProgram, layout: CudaLayout, names: list, d
     return lines
 
 
+def _mask_loop(program: ElementwiseProgram, layout: CudaLayout, names: list, dtypes: list) -> list[str]:
+    """Each thread takes groups of 8 consecutive elements and also writes their ReLU mask byte
+    (bit k set when element 8j+k of the result is > 0). A layout of 8-element vectors moves a whole
+    group with 16-byte loads; otherwise the group's elements are read one by one."""
+    result = f"v{program.result}"
+    lines = ["const lt_index groups = (n + 7) / 8;",
+             "for (lt_index j = first; j < groups; j += step) {",
+             "    unsigned int bits = 0;"]
+    scalar = _scalar_step(program, layout, names, dtypes, "i") + [f"bits |= ({result} > 0 ? 1u : 0u) << lane;"]
+    fallback = ["for (int lane = 0; lane < 8; ++lane) {",
+                "    const lt_index i = j * 8 + lane;",
+                "    if (i < n) {",
+                *_indent(scalar, 2),
+                "    }",
+                "}"]
+    if layout.vector == 8:
+        vector = ["const lt_index i = j * 8;"] + _vector_step(program, layout, names, dtypes)
+        at = vector.index(f"    out_v[lane] = {_stored(program)};")
+        vector.insert(at + 1, f"    bits |= ({result} > 0 ? 1u : 0u) << lane;")
+        lines += ["    if (j * 8 + 8 <= n) {", *_indent(vector, 2), "    } else {", *_indent(fallback, 2), "    }"]
+    else:
+        lines += _indent(fallback, 1)
+    lines += ["    mask[j] = (unsigned char)bits;", "}"]
+    return lines
+
+
 def _indent(lines: list, depth: int) -> list:
     return ["    " * depth + line if line else line for line in lines]
 
@@ -182,6 +208,8 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
     float16 = uses_float16(program)
 
     params = [f"{STORAGE[dtypes[0]]}* out"]
+    if program.relu_mask:
+        params.append("unsigned char* mask")
     params += [f"const {STORAGE[dtypes[k + 1]]}* in{k}" for k in range(n_in)]
     params += [f"const {EXACT[np.dtype(d)]} s{k}" for k, d in enumerate(program.scalar_dtypes)]
     params.append(f"const {index_t} n")
@@ -192,7 +220,9 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
             "const lt_index first = (lt_index)(blockIdx.x * blockDim.x + threadIdx.x);",
             "const lt_index step = (lt_index)(gridDim.x * blockDim.x);"]
     v = layout.vector
-    if v > 1:
+    if program.relu_mask:
+        body += _mask_loop(program, layout, names, dtypes)
+    elif v > 1:
         body.append(f"const lt_index nv = n / {v};")
         body.append("for (lt_index j = first; j < nv; j += step) {")
         body.append(f"    const lt_index i = j * {v};")
