@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor import dtypes as _dt
-from lazytensor.expr import Const
+from lazytensor.expr import Const, Expr
 from lazytensor.operand import Operand
 from lazytensor.plan import _address, plan
 from lazytensor.shapes import check_assignable
@@ -29,6 +29,14 @@ def _as_expression(value, dest: Tensor):
 
 def assign(dest: Tensor, value, what: str = "assign") -> None:
     """dest[...] = value, as one fused kernel when value is elementwise."""
+    if type(value) is Expr:
+        memo = value.last_plan
+        if memo is not None and memo[0] is dest.data:
+            # The same expression into the same memory again: its plan still holds (expressions
+            # and the arrays of tensors never change), so only the kernel runs.
+            for step in memo[1]:
+                step.run()
+            return
     node = _as_expression(value, dest)
     if node.device is not None and node.device != dest.device:
         raise ValueError(f"cannot {what} an expression on {node.device!r} to a tensor on {dest.device!r}")
@@ -38,9 +46,11 @@ def assign(dest: Tensor, value, what: str = "assign") -> None:
         _dt.check_cast(node.dtype, dest.dtype, what)
     if type(node) is Tensor and _same_memory(node.data, dest.data):
         return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
-    backend = dest.backend
-    for step in plan(node, dest.data, backend):
+    steps = plan(node, dest.data, dest.backend)
+    for step in steps:
         step.run()
+    if type(node) is Expr and not node.heavy:
+        node.last_plan = (dest.data, steps)
 
 
 def _same_memory(a, b) -> bool:

@@ -59,7 +59,7 @@ class Expr(Operand):
     walk: `skey` (structure id), `leaves` (tensors read, left to right, repeats kept), `scalars`
     (scalar values, left to right), and `shared` (some node below is used more than once)."""
     __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "skey", "leaves", "scalars",
-                 "shared", "uses")
+                 "shared", "uses", "last_plan")
 
     def __init__(self, op: str, args: tuple, shape: tuple, dtype: np.dtype, device, heavy=False, attrs=None):
         self.op = op
@@ -70,6 +70,7 @@ class Expr(Operand):
         self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
         self.attrs = attrs          # op parameters that are part of the structure (e.g. an axis)
         self.uses = 0               # how many nodes have taken this one as an operand
+        self.last_plan = None       # (destination array, steps): re-assigning skips the planner
         if heavy:
             # Never lowered as a whole: the planner cuts it into steps first (lazytensor.plan).
             self.skey = None
