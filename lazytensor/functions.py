@@ -58,6 +58,12 @@ def clip(x, a_min=None, a_max=None):
     dtype = _np.result_type(*(_weak(v) for v in (x, a_min, a_max) if v is not None))
     if getattr(x, "dtype", dtype) != dtype:
         x = astype(x, dtype)
+    if dtype.kind in "iu":       # as NumPy: a Python int bound beyond the dtype's range clips nothing
+        info = _np.iinfo(dtype)
+        if type(a_min) is int and a_min < info.min:
+            a_min = None
+        if type(a_max) is int and a_max > info.max:
+            a_max = None
     if a_min is not None:
         x = apply("maximum", x, a_min)
     if a_max is not None:
