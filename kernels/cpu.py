@@ -7,6 +7,7 @@ kernel rebuilt; a compile failure raises before anything is written to the desti
 from __future__ import annotations
 
 import hashlib
+import math
 import importlib.util
 import os
 import sys
@@ -171,15 +172,19 @@ class CpuBackend:
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         args = [_kernel_arg(a) for a in inputs] + list(scalars) + list(shape) + [float(spec.count)]
         started = time.perf_counter()
-        fresh = not kernel.module.reduce_main.overloads
+        module = kernel.module
+        small = math.prod(shape) < PARALLEL_MIN_ELEMENTS
+        main = module.reduce_main_seq if small else module.reduce_main
+        fresh = not main.overloads
         if strategy(spec) == "rows":
-            kernel.module.reduce_main(_kernel_arg(target), *args)
+            main(_kernel_arg(target), *args)
         else:
             nchunks = max(1, min(CHUNKS, shape[spec.axes[0]]))
             nk = target.size // 2 if spec.kind == "meanvar" else target.size
             parts = [np.empty((nchunks, nk), dt) for dt in state_types(spec)]
-            kernel.module.reduce_main(*parts, nchunks, *args)
-            kernel.module.reduce_finish(_kernel_arg(target), *parts, nchunks, float(spec.count))
+            main(*parts, nchunks, *args)
+            finish = module.reduce_finish_seq if small else module.reduce_finish
+            finish(_kernel_arg(target), *parts, nchunks, float(spec.count))
         if target is not out:
             out[...] = target
         if launch_log.listeners:

@@ -129,6 +129,18 @@ class _Acc:
 
 
 def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: Layout) -> str:
+    """The module: parallel functions (reduce_main, reduce_finish) for large inputs, and serial
+    twins (reduce_main_seq, reduce_finish_seq) for small ones, which also compile several times
+    faster. numba compiles only the variant that is called."""
+    parallel = _render(program, spec, layout, True)
+    serial = _render(program, spec, layout, False)
+    return "\n".join(list(MODULE_HEADER) + [parallel, serial])
+
+
+def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parallel: bool) -> str:
+    loop = "prange" if parallel else "range"
+    suffix = "" if parallel else "_seq"
+    jit = JIT.format(parallel=parallel)
     nd = len(spec.in_shape)
     axes = spec.axes
     kept = [d for d in range(nd) if d not in axes]
@@ -155,14 +167,14 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     arg_idx = idx[axes[0]] if axes else "0"
     store = lambda e: store_expr(e, spec.out_dtype)   # noqa: E731
     params = ", ".join([f"in{i}" for i in range(n_in)] + scalars + ext + ["count"])
-    src = list(MODULE_HEADER)
+    src = []
 
     if strategy(spec) == "rows":
-        src.append(JIT.format(parallel=True))
-        src.append(f"def reduce_main(out, {params}):")
+        src.append(jit)
+        src.append(f"def reduce_main{suffix}(out, {params}):")
         lines = list(prologue)
         lines.append("o = out.reshape(-1)")
-        lines.append(f"for k in prange({' * '.join(ext[d] for d in kept)}):")
+        lines.append(f"for k in {loop}({' * '.join(ext[d] for d in kept)}):")
         inner = []
         for d in kept:
             later = " * ".join(ext[e] for e in kept if e > d) or "1"
@@ -193,10 +205,10 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     nk = " * ".join(ext[d] for d in kept) or "1"
     kflat = " + ".join(f"{idx[d]} * {' * '.join(ext[e] for e in kept if e > d) or '1'}" for d in kept) or "0"
     parts = ", ".join(f"p{s}" for s in acc.state)
-    src.append(JIT.format(parallel=True))
-    src.append(f"def reduce_main({parts}, nchunks, {params}):")
+    src.append(jit)
+    src.append(f"def reduce_main{suffix}({parts}, nchunks, {params}):")
     lines = list(prologue)
-    lines.append("for c in prange(nchunks):")
+    lines.append(f"for c in {loop}(nchunks):")
     chunk = [f"lo_ = c * {ext[r0]} // nchunks", f"hi_ = (c + 1) * {ext[r0]} // nchunks"]
     depth = 0
     nest = []
@@ -237,9 +249,9 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     lines += ["    " + line for line in chunk]
     src += ["    " + line for line in lines]
     src.append("")
-    src.append(JIT.format(parallel=True))
-    src.append(f"def reduce_finish(out, {parts}, nchunks, count):")
-    fin = ["o = out.reshape(-1)", f"nk_ = o.shape[0] // {2 if acc.both else 1}", "for kk in prange(nk_):"]
+    src.append(jit)
+    src.append(f"def reduce_finish{suffix}(out, {parts}, nchunks, count):")
+    fin = ["o = out.reshape(-1)", f"nk_ = o.shape[0] // {2 if acc.both else 1}", f"for kk in {loop}(nk_):"]
     step = acc.init("") + ["for c in range(nchunks):"]
     step += ["    " + f"q{s} = p{s}[c, kk]" for s in acc.state]
     step += ["    " + line for line in acc.combine("", "q")]
