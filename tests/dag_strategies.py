@@ -1,0 +1,585 @@
+"""Hypothesis strategies that draw random expression DAGs, each with an independent NumPy oracle.
+
+`dags(device="cpu")` draws a `DrawnDag`: the lazytensor expression (built with operators, lt
+functions and NumPy's ufunc protocol, exactly as a user writes it) and the value NumPy computes for
+the same DAG eagerly: each node is evaluated with its op's `reference` (kernels.ops.OPS), NumPy
+operators or np.clip / ndarray.astype, on NumPy arrays and the very same Python / NumPy scalars.
+Nothing of lazytensor's evaluation path (lowering, rendering, kernels) is used by the oracle.
+A GPU test reuses it unchanged with `dags(device="cuda")`.
+
+What the DAGs cover: every op of OPS plus clip, astype, unary minus and abs through operators;
+dtypes bool, int8-int64, uint8-uint64, float16, float32, float64 (and every mix of them, so NumPy's
+promotion inserts casts); shapes that broadcast (0-d, size-1 dims, empty dims, odd sizes like 7x13),
+strided and reversed views as leaves; weak Python scalars and strong NumPy scalars on either side;
+shared subexpressions (the same Expr object used more than once); values that include NaN, +-inf,
+-0.0, subnormals and the integer extremes (min, max, 0, -1).
+
+Legality. NumPy raises for some DAGs at the op that is wrong (a Python int out of range for the
+loop dtype, an op a dtype does not support). The strategy then checks that lazytensor raised the
+same error type while building the same node, and leaves that op out. The one deliberate
+difference is integer power with a negative exponent: NumPy raises (value dependent, at run time);
+an elementwise kernel cannot, so lazytensor defines the result (see lt_pow_i in
+kernels/numba_prelude.py: 1 for base 1, +-1 for base -1, else 0) and the oracle computes exactly
+that documented value.
+
+How results are compared (`assert_matches`). Integers and bools: exactly. Floats: each oracle node
+carries a per-element absolute error bound, `err`, propagated through the DAG (running error
+analysis):
+  * err == 0: the value is reproducible bit for bit. +, -, *, /, sqrt, floor, ceil, fmod-based
+    floor division and remainder, comparisons, casts, min/max, where are all correctly rounded or
+    exact in IEEE 754, in NumPy and in the generated kernel alike (no fast-math, no FMA
+    contraction); float16 is computed in float32 and rounded once per op by both. So exact nodes
+    must match exactly: same value, NaN in the same places, same infinities.
+  * The sign of a zero that max/min/relu/clip pick from a tie of -0.0 and +0.0 is unspecified
+    (IEEE 754 allows either; NumPy's float32/float64 maximum returns the second operand, its
+    float16 maximum and np.clip the first): those elements are "don't care".
+  * Transcendental ops (exp, log, log1p, expm1, sin, cos, tan, tanh, sigmoid, float power) are
+    not correctly rounded: NumPy's SIMD/SVML loops are documented to within 4 ULP, numba calls
+    LLVM intrinsics backed by the platform libm (within 1-2 ULP), and the sigmoid reference rounds
+    three times in the dtype where the kernel rounds once. Hence APPROX_ULPS = 8 ULP of the
+    result's dtype, plus one smallest-normal where the result is subnormal (SIMD loops may flush or
+    round subnormal results differently); near overflow (either side may round to inf) the element
+    is not compared.
+  * Downstream of an approximate value the bound is propagated: |a|eb + |b|ea + ea*eb for *,
+    ea + eb for +/-, the function's slope for unary ops (Lipschitz constant or the interval's
+    endpoints for monotone functions), plus one ULP of the result for its own rounding. Where a
+    discontinuous op (floor, comparisons, casts to integers, where's condition, sign, //, %, ...)
+    reads an uncertain value, the result is "don't care" (err = inf) and not compared: a 1 ULP
+    difference may legitimately flip it. Casting NaN, inf or out-of-range floats to integers is
+    undefined in C and NumPy alike (NumPy warns "invalid value encountered in cast"), so those
+    elements are "don't care" too.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import lazytensor as lt
+from lazytensor.expr import apply
+from lazytensor.kernels.ops import DTYPES, OPS
+
+APPROX_ULPS = 8
+
+BOOL = np.dtype(bool)
+INTS = tuple(d for d in DTYPES if d.kind in "iu")
+FLOATS = tuple(d for d in DTYPES if d.kind == "f")
+
+APPROX_OPS = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid"})
+COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
+# Ops whose result can jump when an input moves by one ULP.
+DISCONTINUOUS = COMPARISONS | {"floor", "ceil", "sign", "floor_divide", "remainder", "isnan", "isfinite",
+                               "bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
+
+BINARY_OPERATORS = {
+    "add": operator.add, "subtract": operator.sub, "multiply": operator.mul, "true_divide": operator.truediv,
+    "floor_divide": operator.floordiv, "remainder": operator.mod, "power": operator.pow,
+    "bitwise_and": operator.and_, "bitwise_or": operator.or_, "bitwise_xor": operator.xor,
+    "equal": operator.eq, "not_equal": operator.ne, "less": operator.lt, "less_equal": operator.le,
+    "greater": operator.gt, "greater_equal": operator.ge,
+}
+UNARY_OPS = tuple(name for name, spec in OPS.items() if spec.arity == 1)
+BINARY_OPS = tuple(name for name, spec in OPS.items() if spec.arity == 2)
+
+# Output shapes of a DAG: 0-d, size-1 dims, empty dims, odd sizes. All small, so the serial kernel
+# variant runs and each example costs a compile, not a computation.
+SHAPES = ((), (1,), (5,), (0,), (3, 4), (7, 13), (1, 1), (2, 1, 3), (4, 0), (3, 1, 5))
+
+
+# ---------------------------------------------------------------------------------------------------
+# values
+
+
+def float_specials(dtype) -> list:
+    fi = np.finfo(dtype)
+    return [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -2.5, float(fi.max), float(fi.min),
+            float(fi.tiny), float(fi.smallest_subnormal), -float(fi.smallest_subnormal), 3.0, 1e-3]
+
+
+def int_specials(dtype) -> list:
+    ii = np.iinfo(dtype)
+    return sorted({ii.min, ii.max, 0, 1, 2, 3, 7, ii.max - 1, ii.min + 1} | ({-1, -2, -7} if ii.min < 0 else set()))
+
+
+def elements(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == BOOL:
+        return st.booleans()
+    if dtype.kind in "iu":
+        ii = np.iinfo(dtype)
+        return st.one_of(st.sampled_from(int_specials(dtype)), st.integers(max(ii.min, -20), min(ii.max, 20)),
+                         st.integers(ii.min, ii.max))
+    width = dtype.itemsize * 8
+    return st.one_of(st.sampled_from(float_specials(dtype)).map(lambda v: dtype.type(v)),
+                     st.floats(-10, 10, width=width),
+                     st.floats(width=width, allow_nan=True, allow_infinity=True, allow_subnormal=True))
+
+
+def python_scalars():
+    """Weak scalars: Python int (including out-of-range values, which must raise OverflowError
+    exactly where NumPy raises it), Python float, Python bool."""
+    return st.one_of(
+        st.sampled_from([0, 1, -1, 2, 3, 5, 127, 128, 255, 256, -129, 300, 65535, 2**31 - 1, 2**31,
+                         2**63 - 1, -2**63, 2**64 - 1]),
+        st.integers(-50, 50),
+        st.sampled_from([0.0, -0.0, 0.5, 2.5, -1.5, np.nan, np.inf, -np.inf, 1e-3, 1e30, 70000.0]),
+        st.floats(-100, 100),
+        st.booleans(),
+    )
+
+
+@st.composite
+def numpy_scalars(draw, dtypes=DTYPES):
+    """Strong scalars: NumPy scalars of any supported dtype."""
+    dtype = draw(st.sampled_from(dtypes))
+    return dtype.type(draw(elements(dtype)))
+
+
+def scalars(dtypes=DTYPES):
+    return st.one_of(python_scalars(), numpy_scalars(dtypes))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the oracle's nodes
+
+
+@dataclass
+class Node:
+    lt: object          # lazytensor Tensor or Expr
+    np: np.ndarray      # NumPy's value of the same node
+    err: object         # absolute error bound: 0.0 (exact), or an ndarray of the node's shape (inf: don't care)
+    text: str           # a readable spelling, for failure reports
+
+    @property
+    def dtype(self):
+        return self.np.dtype
+
+
+@dataclass
+class DrawnDag:
+    expr: object                 # the lazytensor expression (root)
+    expected: np.ndarray         # NumPy's eager value of the same DAG
+    err: object                  # per-element error bound (0.0: compare exactly; inf: don't compare)
+    text: str                    # the DAG, spelled out (shared nodes by name)
+    raised: list = field(default_factory=list)   # ops NumPy and lazytensor both refused, with the error type
+
+    @property
+    def dtype(self):
+        return self.expected.dtype
+
+    def __repr__(self):
+        return f"DrawnDag({self.text}, dtype={self.dtype}, shape={self.expected.shape})"
+
+
+def _ulp(values, dtype) -> np.ndarray:
+    """One unit in the last place of |values| in `dtype`, as float64 (inf where not finite)."""
+    dtype = np.dtype(dtype)
+    with np.errstate(all="ignore"):
+        v = np.abs(np.asarray(values, dtype=np.float64)).astype(dtype)
+        u = np.spacing(v).astype(np.float64)
+    return np.where(np.isfinite(u), u, np.inf)
+
+
+def _as_err(err, shape) -> np.ndarray:
+    return np.broadcast_to(np.asarray(err, dtype=np.float64), shape)
+
+
+def _is_exact(err) -> bool:
+    return isinstance(err, float) and err == 0.0
+
+
+def _errors_of(args):
+    return [a.err if isinstance(a, Node) else 0.0 for a in args]
+
+
+def _values_of(args):
+    return [a.np if isinstance(a, Node) else a for a in args]
+
+
+def _f64(x):
+    return np.asarray(x, dtype=np.float64) if not isinstance(x, (int, float)) else np.float64(x)
+
+
+def propagate(op, args, result, attrs=None):
+    """The error bound of `result = op(*args)` (see the module docstring)."""
+    errs = _errors_of(args)
+    dtype = result.dtype
+    shape = result.shape
+    is_float = dtype.kind == "f"
+    uncertain = [not _is_exact(e) for e in errs]
+    if not any(uncertain):
+        if op in APPROX_OPS or (op == "power" and is_float):
+            return _approx_bound(op, args, result)
+        return 0.0
+    # Some input is uncertain.
+    e = [_as_err(x, shape) for x in errs]
+    if not is_float or op in DISCONTINUOUS or op == "power":
+        # Integer / bool results, jumps, or power (whose slope is unbounded near 0): not compared
+        # wherever an input is uncertain.
+        return np.where(np.logical_or.reduce([x > 0 for x in e]), np.inf, 0.0)
+    vals = [np.broadcast_to(_f64(v), shape) for v in _values_of(args)]
+    r = result.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if op in ("add", "subtract"):
+            bound = e[0] + e[1]
+        elif op == "multiply":
+            bound = np.abs(vals[0]) * e[1] + np.abs(vals[1]) * e[0] + e[0] * e[1]
+        elif op == "true_divide":
+            denom = np.abs(vals[1]) - e[1]
+            bound = np.where(denom > 0, (e[0] + np.abs(r) * e[1]) / denom, np.inf)
+        elif op in ("maximum", "minimum"):
+            bound = np.maximum(e[0], e[1])
+        elif op == "where":
+            cond = np.broadcast_to(np.asarray(args[0].np if isinstance(args[0], Node) else args[0], bool), shape)
+            bound = np.where(e[0] > 0, np.inf, np.where(cond, e[1], e[2]))
+        elif op in ("negative", "absolute", "relu", "sin", "cos", "tanh", "sigmoid", "astype"):
+            bound = e[0]                       # Lipschitz constant <= 1
+        elif op in ("exp", "expm1"):
+            bound = np.exp(vals[0] + e[0]) * e[0]      # the largest slope on the interval times its width
+        elif op in ("log", "log1p", "sqrt"):
+            lo = vals[0] - e[0] + (1.0 if op == "log1p" else 0.0)
+            if op == "sqrt":
+                bound = np.where(lo >= 0, np.sqrt(e[0]), np.inf)
+            else:
+                bound = np.where(lo > 0, e[0] / lo, np.inf)
+        elif op == "tan":
+            lo, hi = vals[0] - e[0], vals[0] + e[0]
+            same_branch = np.cos(lo) * np.cos(hi) > 0
+            slope = 1 + np.maximum(np.tan(lo) ** 2, np.tan(hi) ** 2)
+            bound = np.where(same_branch & (e[0] < 0.5), slope * e[0], np.inf)
+        else:
+            raise AssertionError(f"no error propagation rule for {op}")
+        if op in APPROX_OPS:
+            bound = bound + _approx_bound(op, args, result)
+        bound = bound + _ulp(r, dtype)         # this op's own rounding of a perturbed input
+        fmax = float(np.finfo(dtype).max)
+        bad = ~np.isfinite(r) | ~np.isfinite(bound) | (np.abs(r) + bound >= fmax)
+        return np.where(bad & (bound > 0), np.inf, bound)
+
+
+def _approx_bound(op, args, result):
+    """Bound for a transcendental op on exact inputs: APPROX_ULPS ULP, subnormal slack, no
+    comparison near overflow."""
+    dtype = result.dtype
+    fi = np.finfo(dtype)
+    r = result.astype(np.float64)
+    with np.errstate(all="ignore"):
+        bound = APPROX_ULPS * _ulp(r, dtype) + np.where(np.abs(r) < float(fi.tiny), float(fi.tiny), 0.0)
+        # Near the overflow threshold one side may round to inf and the other not.
+        exact64 = np.abs(_reference64(op, args, result.shape))
+        slack = APPROX_ULPS * float(fi.eps)
+        near_overflow = (exact64 >= float(fi.max) * (1 - slack)) & (
+            (exact64 <= float(fi.max) * (1 + slack)) | (np.isinf(exact64) & (dtype == np.float64)))
+        bound = np.where(np.isfinite(r), bound, 0.0)   # inf and NaN results must match exactly
+        return np.where(near_overflow, np.inf, bound)
+
+
+def _reference64(op, args, shape):
+    vals = [np.broadcast_to(_f64(v), shape) for v in _values_of(args)]
+    with np.errstate(all="ignore"):
+        if op == "power":
+            return np.power(vals[0], vals[1])
+        if op == "sigmoid":
+            return 1 / (1 + np.exp(-vals[0]))
+        return OPS[op].reference(vals[0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# building nodes
+
+
+def _np_call(op, np_args):
+    """NumPy's eager evaluation of one op; NumPy's warnings are expected and silenced."""
+    with np.errstate(all="ignore"):
+        if op == "power":
+            return _np_power(*np_args)
+        if op == "where":
+            _check_where_scalars(*np_args)
+        return np.asarray(OPS[op].reference(*np_args))
+
+
+def _check_where_scalars(cond, a, b):
+    """np.where casts an out-of-range Python int to the result's integer dtype C-style
+    (np.where(c, int8_array, 300) holds 44). lazytensor deliberately raises OverflowError there,
+    as NumPy's ufuncs do for the same operands, so the oracle raises it too."""
+    out = np.asarray(np.where(cond, a, b)).dtype
+    for x in (a, b):
+        if type(x) is int and out.kind in "iu" and not np.iinfo(out).min <= x <= np.iinfo(out).max:
+            raise OverflowError(f"Python integer {x} out of bounds for {out.name}")
+
+
+def _np_power(a, b):
+    """np.power, with lazytensor's documented result where NumPy refuses a negative integer
+    exponent (ValueError): 1 for base 1, +-1 for base -1, else 0 (kernels/numba_prelude.py)."""
+    try:
+        return np.asarray(np.power(a, b))
+    except ValueError as exc:
+        if "negative integer powers" not in str(exc):
+            raise
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    if isinstance(b, np.ndarray):
+        safe_b = np.where(b < 0, 0, b).astype(b.dtype)
+    elif isinstance(b, np.generic):
+        safe_b = b.dtype.type(0) if b < 0 else b
+    else:
+        safe_b = 0 if b < 0 else b
+    out = np.asarray(np.power(a, safe_b))
+    neg = np.broadcast_to(b_arr < 0, out.shape)
+    base = np.broadcast_to(a_arr, out.shape)
+    odd = np.broadcast_to(np.asarray(b_arr) % 2 != 0, out.shape)
+    special = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0)).astype(out.dtype)
+    return np.where(neg, special, out).astype(out.dtype)
+
+
+def _lt_call(op, lt_args, form):
+    """Build the same node with lazytensor, in one of the ways a user writes it."""
+    if form == "operator" and op in BINARY_OPERATORS:
+        return BINARY_OPERATORS[op](*lt_args)
+    if form == "operator" and op == "negative":
+        return -lt_args[0]
+    if form == "operator" and op == "absolute":
+        return abs(lt_args[0])
+    if form == "operator" and op == "invert":
+        return ~lt_args[0]
+    if form == "ufunc" and isinstance(getattr(np, op, None), np.ufunc):
+        with np.errstate(all="ignore"):
+            return getattr(np, op)(*lt_args)     # NumPy's ufunc protocol -> the same lazy node
+    if op == "true_divide":
+        return lt_args[0] / lt_args[1]
+    if op in BINARY_OPERATORS:
+        return BINARY_OPERATORS[op](*lt_args)
+    if hasattr(lt, op):
+        return getattr(lt, op)(*lt_args)
+    return apply(op, *lt_args)                  # an op of the table with no lt function (yet)
+
+
+def _text(x):
+    if isinstance(x, Node):
+        return x.text
+    if isinstance(x, np.generic):
+        return f"np.{x.dtype.name}({x.item()!r})"
+    return repr(x)
+
+
+def _same_error_kind(np_exc, lt_exc):
+    for kind in (OverflowError, TypeError, ValueError):
+        if isinstance(np_exc, kind):
+            return isinstance(lt_exc, kind)
+    return type(np_exc) is type(lt_exc)
+
+
+class _Refused(Exception):
+    """NumPy and lazytensor both refused the op (same error type): leave it out."""
+
+
+def build(op, args, form="function", text=None):
+    """Apply `op` to oracle nodes / scalars on both sides; check both refuse alike."""
+    np_args = _values_of(args)
+    lt_args = [a.lt if isinstance(a, Node) else a for a in args]
+    np_exc = lt_exc = None
+    try:
+        expected = _np_call(op, np_args)
+    except Exception as exc:   # noqa: BLE001 - compared with lazytensor's below
+        np_exc = exc
+    try:
+        expr = _lt_call(op, lt_args, form)
+    except Exception as exc:   # noqa: BLE001
+        lt_exc = exc
+    if np_exc is not None or lt_exc is not None:
+        assert np_exc is not None and lt_exc is not None and _same_error_kind(np_exc, lt_exc), (
+            f"{op}({', '.join(map(_text, args))}) [{form}]: NumPy raised {np_exc!r}, lazytensor raised {lt_exc!r}")
+        raise _Refused(f"{op}: {type(np_exc).__name__}")
+    assert isinstance(expr, lt.Expr), f"{op} built {type(expr).__name__}, not an Expr"
+    assert expr.dtype == expected.dtype, (
+        f"{op}({', '.join(map(_text, args))}): lazytensor dtype {expr.dtype}, NumPy {expected.dtype}")
+    assert expr.shape == expected.shape, (
+        f"{op}({', '.join(map(_text, args))}): lazytensor shape {expr.shape}, NumPy {expected.shape}")
+    spelled = text or f"{op}({', '.join(map(_text, args))})"
+    err = propagate(op, args, expected)
+    if op in ("maximum", "minimum", "relu"):
+        err = _zero_ties_unspecified(np_args + ([0.0] if op == "relu" else []), expected, err)
+    return Node(expr, expected, err, spelled)
+
+
+def build_astype(node: Node, dtype) -> Node:
+    dtype = np.dtype(dtype)
+    expr = node.lt.astype(dtype)
+    with np.errstate(all="ignore"):
+        expected = np.asarray(node.np.astype(dtype))
+    if _is_exact(node.err):
+        err = 0.0
+    elif dtype.kind == "f":
+        err = propagate("astype", [node], expected)
+    else:                                       # to an integer or bool: a jump
+        err = np.where(_as_err(node.err, expected.shape) > 0, np.inf, 0.0)
+    if node.dtype.kind == "f" and dtype.kind in "iu":
+        # NaN, inf and out-of-range floats cast to integers are undefined behaviour (C, NumPy warns).
+        ii = np.iinfo(dtype)
+        with np.errstate(all="ignore"):
+            t = np.trunc(node.np.astype(np.float64))
+            undefined = ~np.isfinite(t) | (t < ii.min) | (t > ii.max)
+        err = np.where(undefined, np.inf, _as_err(err, expected.shape))
+    return Node(expr, expected, err, f"{node.text}.astype({dtype.name})")
+
+
+def _zero_ties_unspecified(values, result, err):
+    """max/min of -0.0 and +0.0: IEEE 754 lets either come out, and NumPy's own loops disagree
+    (float32/float64 maximum returns the second operand, float16 maximum and np.clip the first).
+    Such elements are not compared (and neither is anything computed from them)."""
+    if result.dtype.kind != "f":
+        return err
+    zeros = [np.broadcast_to(np.asarray(v, np.float64), result.shape) for v in values if v is not None]
+    with np.errstate(all="ignore"):
+        neg = np.logical_or.reduce([(z == 0) & np.signbit(z) for z in zeros])
+        pos = np.logical_or.reduce([(z == 0) & ~np.signbit(z) for z in zeros])
+    tie = neg & pos & (result == 0)
+    if not tie.any():
+        return err
+    return np.where(tie, np.inf, _as_err(err, result.shape))
+
+
+def build_clip(x: Node, lo, hi) -> Node:
+    lt_lo = lo.lt if isinstance(lo, Node) else lo
+    lt_hi = hi.lt if isinstance(hi, Node) else hi
+    np_exc = lt_exc = None
+    try:
+        with np.errstate(all="ignore"):
+            expected = np.asarray(np.clip(x.np, _values_of([lo])[0], _values_of([hi])[0]))
+    except Exception as exc:  # noqa: BLE001
+        np_exc = exc
+    try:
+        expr = lt.clip(x.lt, lt_lo, lt_hi)
+    except Exception as exc:  # noqa: BLE001
+        lt_exc = exc
+    if np_exc is not None or lt_exc is not None:
+        assert np_exc is not None and lt_exc is not None and _same_error_kind(np_exc, lt_exc), (
+            f"clip({x.text}, {_text(lo)}, {_text(hi)}): NumPy raised {np_exc!r}, lazytensor raised {lt_exc!r}")
+        raise _Refused(f"clip: {type(np_exc).__name__}")
+    assert expr.dtype == expected.dtype, f"clip({x.text}, {_text(lo)}, {_text(hi)}): {expr.dtype} vs NumPy {expected.dtype}"
+    errs = [_as_err(e, expected.shape) for e in _errors_of([x, lo, hi]) if not _is_exact(e)]
+    err = 0.0
+    if errs:
+        bound = np.maximum.reduce(errs) + _ulp(expected, expected.dtype) if expected.dtype.kind == "f" else np.inf
+        err = np.where(np.maximum.reduce(errs) > 0, bound, 0.0)
+    err = _zero_ties_unspecified(_values_of([x, lo, hi]), expected, err)
+    return Node(expr, expected, err, f"clip({x.text}, {_text(lo)}, {_text(hi)})")
+
+
+# ---------------------------------------------------------------------------------------------------
+# strategies
+
+
+@st.composite
+def leaf_shapes(draw, out_shape):
+    """A shape that broadcasts to out_shape: drop leading dims, turn some dims into 1."""
+    drop = draw(st.integers(0, len(out_shape)))
+    shape = list(out_shape[drop:])
+    for i in range(len(shape)):
+        if draw(st.integers(0, 3)) == 0:
+            shape[i] = 1
+    return tuple(shape)
+
+
+@st.composite
+def tensor_leaves(draw, out_shape, dtypes=DTYPES, device="cpu"):
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(leaf_shapes(out_shape))
+    values = draw(hnp.arrays(dtype, shape, elements=elements(dtype)))
+    layout = draw(st.sampled_from(["contiguous", "contiguous", "strided", "reversed"])) if shape else "contiguous"
+    if layout == "strided":                      # every other element of a wider buffer
+        base = np.zeros(shape[:-1] + (2 * shape[-1],), dtype)
+        base[..., ::2] = values
+        data = base[..., ::2]
+    elif layout == "reversed":                   # negative strides
+        data = values[::-1].copy()[::-1]
+    else:
+        data = values.copy()
+    tensor = lt.asarray(data, device=device)
+    return Node(tensor, values, 0.0, f"t[{dtype.name}{list(shape)}{'' if layout == 'contiguous' else ' ' + layout}]")
+
+
+@st.composite
+def dags(draw, device="cpu", dtypes=DTYPES, shapes=SHAPES, max_leaves=4, max_ops=7, scalar_dtypes=DTYPES):
+    """A random expression DAG and its NumPy oracle (a DrawnDag). See the module docstring."""
+    out_shape = draw(st.sampled_from(shapes))
+    pool = [draw(tensor_leaves(out_shape, dtypes, device)) for _ in range(draw(st.integers(1, max_leaves)))]
+    raised = []
+    n_ops = draw(st.integers(1, max_ops))
+    built = []
+    attempts = 0
+    while len(built) < n_ops and attempts < 4 * n_ops:
+        attempts += 1
+        # Prefer recent nodes (chains grow deep) but any earlier node can be read again (sharing).
+        def pick():
+            i = draw(st.integers(0, len(pool) - 1))
+            j = draw(st.integers(max(0, len(pool) - 2), len(pool) - 1))
+            return pool[draw(st.sampled_from([i, j, j]))]
+
+        def operand():
+            return pick() if draw(st.integers(0, 3)) else draw(scalars(scalar_dtypes))
+
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "binary", "where", "clip", "astype"]))
+        form = draw(st.sampled_from(["operator", "function", "ufunc"]))
+        try:
+            if kind == "unary":
+                node = build(draw(st.sampled_from(UNARY_OPS)), [pick()], form)
+            elif kind == "binary":
+                op = draw(st.sampled_from(BINARY_OPS))
+                a, b = pick(), operand()
+                if draw(st.booleans()):
+                    a, b = b, a                  # a scalar on the left: reflected operators
+                node = build(op, [a, b], form)
+            elif kind == "where":
+                node = build("where", [pick(), operand(), operand()], "function")
+            elif kind == "clip":
+                lo = operand() if draw(st.booleans()) else None
+                hi = operand() if draw(st.booleans()) or lo is None else None
+                node = build_clip(pick(), lo, hi)
+            else:
+                node = build_astype(pick(), draw(st.sampled_from(dtypes)))
+        except _Refused as r:
+            raised.append(str(r))
+            continue
+        pool.append(node)
+        built.append(node)
+    if not built:                               # every op refused: a plain copy-like op still runs
+        node = build("absolute" if pool[0].dtype != BOOL else "invert", [pool[0]], "function")
+        built.append(node)
+    root = built[-1]
+    return DrawnDag(root.lt, root.np, root.err, root.text, raised)
+
+
+# ---------------------------------------------------------------------------------------------------
+# comparison
+
+
+def assert_matches(actual, expected, err=0.0, context=""):
+    """lazytensor's value vs NumPy's: exact for bool/int and for exact float nodes, within the
+    propagated bound elsewhere; NaN in the same places, the same infinities, and the same sign of
+    zero where the value is exact."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{context}: dtype {actual.dtype}, NumPy {expected.dtype}"
+    assert actual.shape == expected.shape, f"{context}: shape {actual.shape}, NumPy {expected.shape}"
+    err = _as_err(err, expected.shape)
+    compared = np.isfinite(err) if err.size else np.ones(expected.shape, bool)
+    if expected.dtype.kind != "f":
+        bad = compared & (actual != expected)
+    else:
+        a = actual.astype(np.float64)
+        e = expected.astype(np.float64)
+        exact = compared & (err == 0)
+        same = (a == e) | (np.isnan(a) & np.isnan(e))
+        with np.errstate(all="ignore"):
+            close = (np.abs(a - e) <= err) & np.isfinite(a) & np.isfinite(e) | (a == e) | (np.isnan(a) & np.isnan(e))
+        sign_ok = ~((a == 0) & (e == 0)) | (np.signbit(a) == np.signbit(e))
+        bad = (exact & ~(same & sign_ok)) | (compared & ~exact & ~close)
+    if bad.any():
+        idx = tuple(np.argwhere(bad)[0]) if bad.ndim else ()
+        lines = [f"{context}",
+                 f"{int(bad.sum())} of {bad.size} elements differ; first at {idx}: "
+                 f"lazytensor {actual[idx]!r}, NumPy {expected[idx]!r}, bound {err[idx]!r}"]
+        raise AssertionError("\n".join(lines))
