@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import launch_log
+from . import cuda_reduce, launch_log
 from .cache import KernelCache
 from .cuda_compile import CubinCompiler
 from .cuda_layout import CONTIGUOUS, LaunchGeometry, flat_geometry, plan_launch
@@ -209,6 +209,13 @@ class CudaBackend:
         geometry = self._geometry(program, out, inputs, device)
         kernel = self.kernel(program, geometry.layout)
         return f"cuda kernel {kernel.name}: {describe_geometry(geometry)}\n{kernel.source}"
+
+    # -- reductions (kernels/cuda_reduce.py) ----------------------------------------------------
+    def run_reduction(self, program, spec, out, inputs, scalars):
+        cuda_reduce.run_reduction(self, program, spec, out, inputs, scalars)
+
+    def explain_reduction(self, program, spec, out, inputs) -> str:
+        return cuda_reduce.explain_reduction(self, program, spec, out, inputs)
 
 
 def describe_geometry(geometry: LaunchGeometry) -> str:
