@@ -23,7 +23,8 @@ from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strat
 
 # Kernels inline the prelude's helpers, but numba's cache only checks the kernel module's own
 # stamp: the prelude's hash goes into every kernel's name, so a changed prelude is never served stale.
-_PRELUDE_HASH = hashlib.sha1(open(os.path.join(os.path.dirname(__file__), "numba_prelude.py"), "rb").read()).hexdigest()
+with open(os.path.join(os.path.dirname(__file__), "numba_prelude.py"), "rb") as _prelude:
+    _PRELUDE_HASH = hashlib.sha1(_prelude.read()).hexdigest()
 
 # OpenMP's default wait policy spins idle threads, and on a busy machine (a notebook, a test run,
 # two cores) every parallel launch then waits for descheduled spinners: 16 ms for any size, measured
