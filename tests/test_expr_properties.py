@@ -238,7 +238,9 @@ def _ties_and_neighbours(wide):
 def test_float16_rounding_of_ties_subnormals_and_overflow(wide):
     x = _ties_and_neighbours(wide)
     got = lt.evaluate(lt.asarray(x).astype(np.float16)).numpy()
-    _same_halves(got, x.astype(np.float16), f"{np.dtype(wide).name} -> float16 ties")
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    _same_halves(got, want, f"{np.dtype(wide).name} -> float16 ties")
 
 
 @pytest.mark.parametrize("wide", [np.float32, np.float64])
