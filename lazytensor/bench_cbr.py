@@ -114,9 +114,11 @@ class CbrCase:
         steps = plan(self.expression(True), self.out.data, self.out.backend)
         for step in steps:
             step.run()                      # once, so that its inputs hold real values
-        last = steps[-1]
-        if getattr(last, "mask", None) is None:
-            raise RuntimeError(f"the last step of the plan is not the apply + ReLU + mask kernel: {last.describe(False)}")
+        masked = [s for s in steps if getattr(s, "mask", None) is not None]
+        if len(masked) != 1:
+            raise RuntimeError("the plan has no apply + ReLU + mask kernel: "
+                               + "; ".join(s.describe(False) for s in steps))
+        last = masked[0]
         return last
 
     @property

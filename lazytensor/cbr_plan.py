@@ -230,7 +230,10 @@ def _build_batch_norm(node, backend, cut, out):
     is_conv = isinstance(x_node, Expr) and x_node.op == "conv2d"
     if a.fused and not is_conv:
         raise ValueError("fused=True needs batch_norm applied directly to conv2d(...)")
-    eq = [backend.empty((channels,), _F32) for _ in range(2)]
+    # The small per-channel vectors of the plan (eq_scale, eq_bias, saved statistics, staged running
+    # statistics, genstats sums) are rows of one allocation: one allocator call, not eight.
+    rows = iter(backend.empty((8, channels), _F32))
+    eq = [next(rows), next(rows)]
 
     if is_conv:
         x, w = _conv_operands(x_node, backend, cut, steps)
@@ -246,7 +249,7 @@ def _build_batch_norm(node, backend, cut, out):
         steps.append(FinalizeStep(backend, None, False, count, (gamma.data, beta.data, rm.data, rv.data),
                                   a.momentum, a.eps, eq, training=False))
     else:
-        saved = [backend.empty((channels,), _F32) for _ in range(2)]
+        saved = [next(rows), next(rows)]
         if conv is not None and conv.path == "cudnn":
             from lazytensor.cbr_stage1 import choose_stage1
             choice, times = choose_stage1(backend, x, w, x_node.attrs, y)
@@ -256,7 +259,7 @@ def _build_batch_norm(node, backend, cut, out):
             a.saved.path = f"stage 1: {'im2col + BLAS' if backend.name == 'cpu' else conv.path if conv else 'input'}" \
                            f" + statistics reduction"
         if choice == "conv_fprop + genstats":
-            sums = [backend.empty((channels,), _F32) for _ in range(2)]
+            sums = [next(rows), next(rows)]
             steps.append(Conv2dStep(backend, x.data, w.data, x_node.attrs, y, "cudnn-genstats", sums,
                                     note=a.saved.path))
             stats, from_sums = sums, True
@@ -270,7 +273,7 @@ def _build_batch_norm(node, backend, cut, out):
             stats, from_sums = (st[0], st[1]), False
         # The finalize updates staged copies of the running statistics; they are committed by the
         # plan's very last step, so a failure anywhere before leaves running_mean/var untouched.
-        staged = [backend.empty((channels,), _F32) for _ in range(2)]
+        staged = [next(rows), next(rows)]
         steps.append(StageStep(staged, (rm.data, rv.data)))
         steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, *staged),
                                   a.momentum, a.eps, eq + saved))

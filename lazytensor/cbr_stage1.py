@@ -6,6 +6,7 @@ in memory and in the disk cache; LAZYTENSOR_CBR_TUNE=0 takes conv + genstats wit
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -53,14 +54,19 @@ def _time(cupy, launch, runs=5) -> float:
     return statistics.median(times)
 
 
+@functools.lru_cache(maxsize=None)
+def _device_name(device_id: int) -> str:
+    """The GPU's name (asking the driver costs about a millisecond: once per device)."""
+    import cupy
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
+
+
 def choose_stage1(backend, x, w, attrs, y):
     """-> (GENSTATS or REDUCTION, a note with the measured times or why none were taken)."""
     import cupy
     from lazytensor.cbr import cudnn_conv
     from lazytensor.cbr_plan import _statistics
-    dev = cupy.cuda.Device(x.data.device.id)
-    key = f"{cupy.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()}|{x.shape}|{w.shape}|" \
-          f"{attrs.stride}|{attrs.padding}|{attrs.dilation}"
+    key = f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
     hit = _choices.get(key)
     if hit is not None:
         return hit
