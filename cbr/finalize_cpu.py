@@ -1,7 +1,8 @@
 """BN finalize on the CPU: from per-channel batch statistics to the affine map of the apply step.
 
 A tiny fixed kernel over C channels (numba): it runs between the statistics and the fused
-apply + ReLU + mask kernel, and is the only place the running statistics are written.
+apply + ReLU + mask kernel. It computes the new running statistics into staging vectors; the plan
+commits them last, so a failure in between leaves the running statistics untouched.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from numba import njit
 
 @njit(cache=True)
 def finalize_train(mean, var, count, gamma, beta, running_mean, running_var, momentum, eps,
-                   eq_scale, eq_bias, saved_mean, saved_inv_var):
-    """mean, var: float32 (C,) batch mean and biased variance of `count` values per channel."""
+                   eq_scale, eq_bias, saved_mean, saved_inv_var, new_running_mean, new_running_var):
+    """mean, var: float32 (C,) batch mean and biased variance of `count` values per channel. The
+    updated running statistics go to new_running_*, committed by the caller once all else ran."""
     for c in range(mean.shape[0]):
         m = float(mean[c])
         v = max(float(var[c]), 0.0)
@@ -23,8 +25,8 @@ def finalize_train(mean, var, count, gamma, beta, running_mean, running_var, mom
         eq_bias[c] = float(beta[c]) - g * m * inv
         saved_mean[c] = m
         saved_inv_var[c] = inv
-        running_mean[c] = (1.0 - momentum) * float(running_mean[c]) + momentum * m
-        running_var[c] = (1.0 - momentum) * float(running_var[c]) + momentum * v * count / (count - 1.0)
+        new_running_mean[c] = (1.0 - momentum) * float(running_mean[c]) + momentum * m
+        new_running_var[c] = (1.0 - momentum) * float(running_var[c]) + momentum * v * count / (count - 1.0)
 
 
 @njit(cache=True)

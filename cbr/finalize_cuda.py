@@ -12,9 +12,10 @@ import numpy as np
 _SOURCE = r"""
 extern "C" __global__ void bn_finalize_train(
     const float* a, const float* b, const int from_sums, const double count,
-    const float* gamma, const float* beta, float* running_mean, float* running_var,
+    const float* gamma, const float* beta, const float* running_mean, const float* running_var,
     const double momentum, const double eps,
-    float* eq_scale, float* eq_bias, float* saved_mean, float* saved_inv_var, const int channels)
+    float* eq_scale, float* eq_bias, float* saved_mean, float* saved_inv_var,
+    float* new_running_mean, float* new_running_var, const int channels)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= channels) return;
@@ -28,8 +29,19 @@ extern "C" __global__ void bn_finalize_train(
     eq_bias[c] = (float)(beta[c] - g * mean * inv);
     saved_mean[c] = (float)mean;
     saved_inv_var[c] = (float)inv;
-    running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * count / (count - 1.0));
+    new_running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+    new_running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * count / (count - 1.0));
+}
+
+// The plan's last step: both staged running statistics into place, in one launch.
+extern "C" __global__ void bn_commit_running(
+    const float* new_running_mean, const float* new_running_var, float* running_mean, float* running_var,
+    const int channels)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    running_mean[c] = new_running_mean[c];
+    running_var[c] = new_running_var[c];
 }
 
 extern "C" __global__ void bn_finalize_inference(
@@ -51,7 +63,8 @@ def _kernels(device_id: int):
     import cupy
     with cupy.cuda.Device(device_id):
         module = cupy.RawModule(code=_SOURCE)
-        return module.get_function("bn_finalize_train"), module.get_function("bn_finalize_inference")
+        return (module.get_function("bn_finalize_train"), module.get_function("bn_finalize_inference"),
+                module.get_function("bn_commit_running"))
 
 
 def _grid(channels: int):
@@ -59,17 +72,23 @@ def _grid(channels: int):
 
 
 def finalize_train(a, b, from_sums: bool, count: int, gamma, beta, running_mean, running_var, momentum, eps,
-                   eq_scale, eq_bias, saved_mean, saved_inv_var):
+                   eq_scale, eq_bias, saved_mean, saved_inv_var, new_running_mean, new_running_var):
     k = int(gamma.shape[0])
-    train, _ = _kernels(gamma.device.id)
+    train = _kernels(gamma.device.id)[0]
     train(*_grid(k), (a, b, np.int32(from_sums), np.float64(count), gamma, beta, running_mean, running_var,
                       np.float64(momentum), np.float64(eps), eq_scale, eq_bias, saved_mean, saved_inv_var,
-                      np.int32(k)))
+                      new_running_mean, new_running_var, np.int32(k)))
+
+
+def commit_running(new_running_mean, new_running_var, running_mean, running_var):
+    k = int(running_mean.shape[0])
+    commit = _kernels(running_mean.device.id)[2]
+    commit(*_grid(k), (new_running_mean, new_running_var, running_mean, running_var, np.int32(k)))
 
 
 def finalize_inference(gamma, beta, running_mean, running_var, eps, eq_scale, eq_bias):
     k = int(gamma.shape[0])
-    _, infer = _kernels(gamma.device.id)
+    infer = _kernels(gamma.device.id)[1]
     infer(*_grid(k), (gamma, beta, running_mean, running_var, np.float64(eps), eq_scale, eq_bias, np.int32(k)))
 
 

@@ -112,23 +112,27 @@ class FinalizeStep:
                     f"eq_bias = beta - running_mean * eq_scale, over {self.vectors[0].shape[0]} channels")
         src = "cuDNN genstats sums" if self.from_sums else "the statistics reduction"
         return (f"BatchNormFinalize on {self.backend.name}: from {src} over {self.count} values per channel: "
-                f"eq_scale, eq_bias, saved_mean, saved_inv_var; running_mean and running_var updated in place "
-                f"(momentum {self.momentum}, unbiased running variance)")
+                f"eq_scale, eq_bias, saved_mean, saved_inv_var, and the updated running statistics (momentum "
+                f"{self.momentum}, unbiased running variance), staged until the plan's last step")
 
 
-class StageStep:
-    """Copy small vectors (running statistics into their staged copies, or back)."""
-    __slots__ = ("dst", "src", "what")
+class CommitStep:
+    """The plan's last step: the running statistics the finalize computed, into place."""
+    __slots__ = ("backend", "staged", "running")
 
-    def __init__(self, dst, src, what="stage running_mean and running_var for the finalize"):
-        self.dst, self.src, self.what = dst, src, what
+    def __init__(self, backend, staged, running):
+        self.backend, self.staged, self.running = backend, staged, running
 
     def run(self):
-        for d, s in zip(self.dst, self.src):
-            d[...] = s
+        if self.backend.name == "cpu":
+            for dst, src in zip(self.running, self.staged):
+                dst[...] = src
+        else:
+            from lazytensor.cbr import finalize_cuda
+            finalize_cuda.commit_running(*self.staged, *self.running)
 
     def describe(self, source: bool = True) -> str:
-        return f"Copy: {self.what} ({len(self.dst)} vectors of {self.dst[0].shape[0]})"
+        return f"Commit: the updated running_mean and running_var ({self.running[0].shape[0]} channels)"
 
 
 class InferenceGraphStep:
@@ -271,13 +275,12 @@ def _build_batch_norm(node, backend, cut, out):
             reduction, st = _statistics(backend, y, node.device)
             steps.append(reduction)
             stats, from_sums = (st[0], st[1]), False
-        # The finalize updates staged copies of the running statistics; they are committed by the
-        # plan's very last step, so a failure anywhere before leaves running_mean/var untouched.
+        # The finalize writes the updated running statistics to staging rows; the plan's very last
+        # step commits them, so a failure anywhere before leaves running_mean/var untouched.
         staged = [next(rows), next(rows)]
-        steps.append(StageStep(staged, (rm.data, rv.data)))
-        steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, *staged),
-                                  a.momentum, a.eps, eq + saved))
-        cut.deferred.append(StageStep((rm.data, rv.data), staged, "commit the updated running_mean and running_var"))
+        steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, rm.data, rv.data),
+                                  a.momentum, a.eps, eq + saved + staged))
+        cut.deferred.append(CommitStep(backend, staged, (rm.data, rv.data)))
         a.saved.saved_mean = _tensor.Tensor(saved[0], node.device)
         a.saved.saved_inv_var = _tensor.Tensor(saved[1], node.device)
 

@@ -285,9 +285,9 @@ def test_residual_is_conv_stats_finalize_and_one_elementwise_kernel(device, dtyp
     assert any("BatchNormFinalize" in s for s in steps), steps
     elementwise = [s for s in steps if "FusedElementwise" in s]
     # the running statistics are staged before the finalize and committed after the last kernel
-    kernels = [s for s in steps if "Copy:" not in s]
+    kernels = [s for s in steps if "Commit:" not in s]
     assert len(elementwise) == 1 and elementwise[0] is kernels[-1], steps
-    assert "commit the updated running_mean" in steps[-1], steps
+    assert "Commit: the updated running_mean" in steps[-1], steps
     assert "ReLU mask" in elementwise[0]
     if device == "cpu":   # conv, statistics reduction, finalize, apply + add + relu + mask
         assert len(kernels) == 4, steps
