@@ -3,6 +3,12 @@ from __future__ import annotations
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:
+    if len(shapes) == 2:                 # the common cases of binary operators, without a loop
+        a, b = shapes
+        if a == b or not b:
+            return a
+        if not a:
+            return b
     first = shapes[0]
     if all(s == first for s in shapes):
         return first
