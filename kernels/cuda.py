@@ -194,6 +194,26 @@ class CudaBackend:
         if launch_log.listeners:
             self._record(launch, out.size, built)
 
+    def bind_elementwise(self, program, out, inputs, scalars, mask=None):
+        """-> a function that runs this assignment (run_elementwise's work) and, called again, only
+        launches: a plan's step keeps its arrays and scalars for good, so its kernel arguments are
+        built once. The first call records how the kernel was obtained, later ones 'memory'."""
+        if out.size == 0:
+            return _nothing
+        launch, args, built = self.prepare(program, out, inputs, scalars)
+        if mask is not None:
+            args.insert(1, mask.data)       # programs with a ReLU mask take it right after `out`
+        function, grid, block, n = launch.function, launch.grid, launch.block, out.size
+        how = [built]
+
+        def run():
+            function(grid, block, args)
+            if launch_log.listeners:
+                self._record(launch, n, how.pop() if how else None)
+            elif how:
+                how.pop()
+        return run
+
     def _geometry(self, program, out, inputs, device_id) -> LaunchGeometry:
         return plan_launch(program, out.shape, out.strides, out.data.ptr,
                            [(a.shape, a.strides, a.data.ptr) for a in inputs])
@@ -218,11 +238,19 @@ class CudaBackend:
         return cuda_reduce.explain_reduction(self, program, spec, out, inputs)
 
 
+def _nothing():
+    pass
+
+
 def describe_geometry(geometry: LaunchGeometry) -> str:
     """The launch configuration and indexing, in the words explain prints."""
     layout = geometry.layout
     parts = [geometry.config()]
-    if layout.vector > 1:
+    if layout.rows:
+        parts.append(f"{layout.vector} elements per thread per step with 16-byte vector loads and stores, "
+                     f"in per-channel rows: each thread keeps one chunk of {layout.vector} channels and reads "
+                     f"the per-channel operands once, then steps over rows, {layout.rows} per iteration")
+    elif layout.vector > 1:
         parts.append(f"{layout.vector} elements per thread per step with 16-byte vector loads and stores"
                      + (", scalar tail" if layout.has_tail() else ""))
     else:

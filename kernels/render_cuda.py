@@ -7,7 +7,8 @@ The kernel is a grid-stride loop. With a vector layout each step moves `vector` 
 operand with 16-byte loads and stores (a broadcast operand, stride 0 in the innermost dimension,
 is read once per step); a one-dimensional vector kernel ends with a scalar tail. Indices are
 unravelled only as far as some operand needs: a per-channel vector of an (N, C) tensor costs one
-modulo.
+modulo. A layout with the row loop (cuda_layout.py, 4.) reads its per-channel operands once per
+thread instead, before a loop over rows that keeps the thread's channels fixed.
 """
 from __future__ import annotations
 
@@ -196,6 +197,73 @@ def _mask_loop(program: ElementwiseProgram, layout: CudaLayout, names: list, dty
     return lines
 
 
+def _row_loop(program: ElementwiseProgram, layout: CudaLayout, dtypes: list) -> list[str]:
+    """The row loop of a 2-D (rows, channels) layout: the step is a multiple of the chunks of
+    `vector` channels in a row (the host sizes the grid so), so each thread's chunk never changes.
+    Per-channel operands (access (0, 1)) and row-constant ones ((0, 0)) are read once, converted to
+    their register type; each iteration then moves `rows` rows of the contiguous operands, every
+    load issued before the first store. With a ReLU mask the vector is one mask group (8 elements):
+    step j writes mask byte j."""
+    v, u = layout.vector, layout.rows
+    result = f"v{program.result}"
+    lines = [f"const lt_index nv = n / {v};",
+             f"const lt_index c0 = (first % (e1 / {v})) * {v};    // this thread's channels, for good"]
+    for k, acc in enumerate(layout.access[1:]):
+        if not layout.hoisted(k + 1):
+            continue
+        dtype = dtypes[k + 1]
+        reg = "float" if dtype == _F16 else STORAGE[dtype]
+        if acc[1] == 0:
+            lines.append(f"const {reg} in{k}_c = {_register_value(f'in{k}[0]', dtype)};")
+            continue
+        lines += [f"{reg} in{k}_c[{v}];",
+                  "{",
+                  f"    __align__(16) {STORAGE[dtype]} raw[{v}];",
+                  f"    lt_copy_vector<{v * dtype.itemsize}>(raw, in{k} + c0);",
+                  "    #pragma unroll",
+                  f"    for (int lane = 0; lane < {v}; ++lane) in{k}_c[lane] = {_register_value('raw[lane]', dtype)};",
+                  "}"]
+
+    def rows(count: int) -> list[str]:
+        """`count` steps j, j + step, ...: all loads, then per step the arithmetic and the stores."""
+        out = []
+        at = ["j"] + [f"j + {r} * step" for r in range(1, count)]     # the vector index of each step
+        for r in range(count):
+            out.append(f"const lt_index i{r} = ({at[r]}) * {v};")
+            for k, acc in enumerate(layout.access[1:]):
+                if acc == CONTIGUOUS:
+                    st = STORAGE[dtypes[k + 1]]
+                    out.append(f"__align__(16) {st} in{k}_v{r}[{v}];")
+                    out.append(f"lt_copy_vector<{v * dtypes[k + 1].itemsize}>(in{k}_v{r}, in{k} + i{r});")
+        for r in range(count):
+            def element_of(k):
+                if layout.access[k + 1] == CONTIGUOUS:
+                    return _register_value(f"in{k}_v{r}[lane]", dtypes[k + 1])
+                return f"in{k}_c[lane]" if layout.access[k + 1][1] == 1 else f"in{k}_c"
+            step = [f"__align__(16) {STORAGE[dtypes[0]]} out_v[{v}];"]
+            if program.relu_mask:
+                step.append("unsigned int bits = 0;")
+            step += ["#pragma unroll", f"for (int lane = 0; lane < {v}; ++lane) {{"]
+            step += _indent(_body(program, element_of), 1)
+            step.append(f"    out_v[lane] = {_stored(program)};")
+            if program.relu_mask:
+                step.append(f"    bits |= ({result} > 0 ? 1u : 0u) << lane;")
+            step.append("}")
+            step.append(f"lt_copy_vector<{v * dtypes[0].itemsize}>(out + i{r}, out_v);")
+            if program.relu_mask:
+                step.append(f"mask[{at[r]}] = (unsigned char)bits;")
+            out += ["{", *_indent(step, 1), "}"]
+        return out
+
+    lines += ["lt_index j = first;",
+              f"for (; j + {u - 1} * step < nv; j += {u} * step) {{",
+              *_indent(rows(u), 1),
+              "}"]
+    if u > 1:
+        lines += ["for (; j < nv; j += step) {", *_indent(rows(1), 1), "}"]
+    return lines
+
+
 def _indent(lines: list, depth: int) -> list:
     return ["    " * depth + line if line else line for line in lines]
 
@@ -220,7 +288,9 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
             "const lt_index first = (lt_index)(blockIdx.x * blockDim.x + threadIdx.x);",
             "const lt_index step = (lt_index)(gridDim.x * blockDim.x);"]
     v = layout.vector
-    if program.relu_mask:
+    if layout.rows:
+        body += _row_loop(program, layout, dtypes)
+    elif program.relu_mask:
         body += _mask_loop(program, layout, names, dtypes)
     elif v > 1:
         body.append(f"const lt_index nv = n / {v};")

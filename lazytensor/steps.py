@@ -12,7 +12,7 @@ def _indent(text: str) -> str:
 class FusedElementwise:
     """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`
     (and, for programs with a ReLU mask, the packed mask bits into `mask`)."""
-    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask")
+    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask", "bound")
 
     def __init__(self, backend, program, out, inputs, scalars, note="", mask=None):
         self.backend = backend
@@ -22,9 +22,19 @@ class FusedElementwise:
         self.scalars = scalars
         self.note = note
         self.mask = mask
+        self.bound = None     # a backend's launch with its arguments, where it can bind one
 
     def run(self):
-        if self.mask is None:
+        # A step's arrays and scalars never change, so a backend that can bind them (CUDA) builds
+        # the kernel arguments on the first run and a re-run of the plan is the launch alone.
+        if self.bound is not None:
+            self.bound()
+            return
+        bind = getattr(self.backend, "bind_elementwise", None)
+        if bind is not None:
+            self.bound = bind(self.program, self.out, self.inputs, self.scalars, self.mask)
+            self.bound()
+        elif self.mask is None:
             self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
         else:
             self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars, mask=self.mask)

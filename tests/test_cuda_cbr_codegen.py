@@ -49,9 +49,10 @@ def test_vector_mask_path_for_float16_channels_of_eight():
     program = _apply_relu_mask(np.dtype(np.float16))
     vec = ((64,), (4,), 0)
     geometry = plan_launch(program, shape, _strides(shape, 2), 0, [(shape, _strides(shape, 2), 0), vec, vec])
-    assert geometry.layout.vector == 8
+    assert geometry.layout.vector == 8 and geometry.layout.rows    # the per-channel row loop
     src = render_cuda(program, geometry.layout)
     assert "lt_copy_vector<16>(in0_v" in src.source     # the group of 8 halves is one 16-byte load
+    assert "lt_copy_vector<32>(raw, in1 + c0)" in src.source     # float32 scales read once per thread
 
 
 def test_finalize_kernels_compile():

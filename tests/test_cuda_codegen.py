@@ -11,7 +11,9 @@ pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' ext
 
 import lazytensor as lt
 from lazytensor.expr import apply
-from lazytensor.kernels.cuda_layout import CONTIGUOUS, RUNTIME, collapse, flat_geometry, plan_launch
+from lazytensor.kernels.cuda import describe_geometry
+from lazytensor.kernels.cuda_layout import (BLOCK, CONTIGUOUS, ROW_STEPS, ROW_UNROLL, RUNTIME, collapse,
+                                          flat_geometry, plan_launch)
 from lazytensor.kernels.cuda_prelude import prelude
 from lazytensor.kernels.nvrtc_check import NvrtcError, compile_to_ptx
 from lazytensor.kernels.ops import DTYPES, OPS
@@ -115,7 +117,9 @@ def _plan(program, shape, operands, out_strides=None, out_address=0):
 
 
 @pytest.mark.parametrize("dtype", [F32, F16, F64, np.dtype(np.int8)])
-def test_per_channel_vector_of_nc_costs_one_modulo(dtype):
+def test_per_channel_vectors_of_nc_are_read_once_per_thread(dtype):
+    """The row loop: one modulo per thread, before the loop; inside it only the contiguous operands
+    are loaded, ROW_UNROLL rows of them before the first store."""
     program = _relu_affine(dtype) if dtype.kind == "f" else program_for(
         (("load", dtype, 0), ("load", dtype, 1), ("add", dtype, 0, 1)), 2, (), dtype)
     n, c, it = 1 << 12, 64, dtype.itemsize
@@ -125,11 +129,76 @@ def test_per_channel_vector_of_nc_costs_one_modulo(dtype):
     layout = geometry.layout
     assert layout.ndim == 2 and layout.access[:2] == (CONTIGUOUS, CONTIGUOUS)
     assert all(acc == (0, 1) for acc in layout.access[2:])
-    assert layout.vector == 16 // it
+    assert layout.vector == 16 // it and layout.rows == ROW_UNROLL
+    assert geometry.grid * BLOCK % (c // layout.vector) == 0        # the step keeps the channels
     source = render_cuda(program, layout)
-    step = source.kernel[source.kernel.index("for (lt_index j"):]
-    assert step.count("%") == 1 and "/=" not in step
+    head, loop = source.kernel.split("lt_index j = first;")
+    assert head.count("%") == 1 and "%" not in loop and "/=" not in loop
+    assert all(f"in{k}_c" in head and f"in{k} +" not in loop for k in range(1, program.n_inputs))
+    unrolled = loop[:loop.index("out + i0")]
+    assert all(f"(in0_v{r}, in0 + i{r})" in unrolled for r in range(ROW_UNROLL))
+    assert "in per-channel rows" in describe_geometry(geometry)
     _compile_together([source])
+
+
+@pytest.mark.parametrize("rows,channels,vector", [(4099, 64, 4), (1001, 24, 4), (1000, 8, 8), (33, 4096 * 3, 4),
+                                                  (5, 2 ** 20, 8), (1 << 20, 64, 8)])
+def test_row_loop_covers_every_step_once_with_fixed_channels(rows, channels, vector):
+    """The row loop's indexing replayed in NumPy, unrolled iterations and remainder: every vector
+    step is visited exactly once, and always by a thread whose first step has the same channels."""
+    from lazytensor.kernels.cuda_layout import _row_loop_grid
+    grid = _row_loop_grid((rows, channels), (CONTIGUOUS, CONTIGUOUS, (0, 1)), vector, False)
+    chunks, nv = channels // vector, rows * channels // vector
+    step = grid * BLOCK
+    assert -(-nv // step) <= ROW_STEPS
+    first = np.arange(step, dtype=np.int64)
+    visits = np.zeros(nv, np.int64)
+    j = first.copy()
+    for unroll in (ROW_UNROLL, 1):          # the unrolled loop, then the remainder loop
+        while True:
+            go = j + (unroll - 1) * step < nv
+            if not go.any():
+                break
+            for r in range(unroll):
+                at = j[go] + r * step
+                np.add.at(visits, at, 1)
+                assert np.array_equal(at % chunks, first[go] % chunks)
+            j[go] += unroll * step
+    assert (visits == 1).all()
+
+
+def test_row_loop_applies_only_where_the_channels_stay_fixed():
+    f32 = _relu_affine(F32)
+    n, c = 1000, 32
+    x = ((n, c), (c * 4, 4), 0)
+    vec = ((c,), (4,), 0)
+    assert _plan(f32, (n, c), [x] + [vec] * 4).layout.rows == ROW_UNROLL
+    # A per-row operand varies along the rows; a strided destination is not contiguous; odd rows are scalar.
+    assert _plan(f32, (n, c), [x, ((n, 1), (4, 4), 0)] + [vec] * 3).layout.rows == 0
+    assert _plan(f32, (n, c), [x] + [vec] * 4, out_strides=(c * 8, 4)).layout.rows == 0
+    assert _plan(f32, (n, 7), [((n, 7), (28, 4), 0)] + [((7,), (4,), 0)] * 4).layout.rows == 0
+    # Three rows of 1025 chunks: a thread count that keeps the channels would be mostly idle.
+    assert _plan(f32, (3, 4100), [((3, 4100), (16400, 4), 0)] + [((4100,), (4,), 0)] * 4).layout.rows == 0
+    # The flat layout keeps its one step per thread.
+    assert flat_geometry(f32, 1 << 20, [0] * 6).layout.rows == 0
+
+
+def test_row_loop_kernels_compile():
+    """Row loops over every dtype class, a row-constant (0, 0) operand, float16 storage with
+    float32 vectors, 64-bit indexing, and channels that are no multiple of the block."""
+    mixed = program_for((("load", F16, 0), ("astype", F32, 0), ("load", F32, 1), ("multiply", F32, 1, 2),
+                         ("load", F32, 2), ("add", F32, 3, 4)), 3, (), F16)
+    cases = []
+    for dtype in (np.dtype(bool), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.int64), F64, F16):
+        program = program_for((("load", dtype, 0), ("load", dtype, 1), ("maximum", dtype, 0, 1)), 2, (), dtype)
+        it = dtype.itemsize
+        cases.append((program, _plan(program, (1000, 48), [((1000, 48), (48 * it, it), 0), ((48,), (it,), 0)])))
+    cases.append((mixed, _plan(mixed, (900, 24), [((900, 24), (48, 2), 0), ((24,), (4,), 0), ((), (), 0)])))
+    cases.append((mixed, _plan(mixed, (1 << 26, 64), [((1 << 26, 64), (128, 2), 0), ((64,), (4,), 0),
+                                                      ((1, 64), (256, 4), 0)])))
+    assert cases[-2][1].layout.access[3] == (0, 0) and cases[-1][1].layout.index64
+    assert all(g.layout.rows == ROW_UNROLL for _, g in cases)
+    _compile_together([render_cuda(p, g.layout) for p, g in cases])
 
 
 def test_nchw_per_channel_needs_one_division_and_one_modulo():

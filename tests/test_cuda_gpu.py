@@ -116,6 +116,50 @@ def test_per_channel_affine_relu_matches_numpy_exactly(dtype):
     np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("rows,channels,dtype", [(1001, 24, np.float32), (1001, 8, np.float16), (300, 4104, np.float32),
+                                                 (2, 1 << 17, np.float16), (40000, 64, np.float64)])
+def test_per_channel_row_loop_matches_numpy(rows, channels, dtype):
+    """The row loop (rows not divisible by the grid, channels no multiple of the block, a row-constant
+    0-d operand) against NumPy; explain names the indexing that ran."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((rows, channels)) * 3).astype(dtype)
+    m, s = [rng.standard_normal(channels).astype(dtype) for _ in range(2)]
+    k = np.asarray(rng.standard_normal(), dtype)
+    T = lambda a: lt.asarray(a, device="cuda")              # noqa: E731
+    expr = lt.relu((T(x) - T(m)) * T(s) + T(k))
+    assert "in per-channel rows" in lt.explain(expr)
+    np.testing.assert_array_equal(lt.evaluate(expr).numpy(), np.maximum((x - m) * s + k, 0))
+
+
+def _apply_relu_mask(dtype):
+    from lazytensor.kernels.program import program_for, with_relu_mask
+    f32 = np.dtype(np.float32)
+    return with_relu_mask(program_for(
+        (("load", dtype, 0), ("astype", f32, 0), ("load", f32, 1), ("multiply", f32, 1, 2),
+         ("load", f32, 2), ("add", f32, 3, 4), ("astype", dtype, 5), ("relu", dtype, 6)), 3, (), dtype))
+
+
+@pytest.mark.parametrize("shape,dtype", [((2, 28, 28, 64), np.float16), ((4, 30, 30, 24), np.float32),
+                                         ((3, 5, 5, 24), np.float32),
+                                         ((1001,), np.float32), ((5, 3, 3, 3), np.float16)])
+def test_relu_mask_kernel_bits(shape, dtype):
+    """The CBR apply + ReLU + mask kernel on every layout it meets (row loop, flat, scalar fallback):
+    the output and bit k of mask byte j = element 8j+k > 0, C order, as np.packbits(..., 'little')."""
+    import cupy as cp
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(6)
+    y = (rng.standard_normal(shape) * 2).astype(dtype)
+    scale, bias = [rng.standard_normal(shape[-1]).astype(np.float32) for _ in range(2)]
+    y[(0,) * len(shape)] = np.nan
+    want = np.maximum((y.astype(np.float32) * scale + bias).astype(dtype), 0)
+    out, mask = cp.empty(shape, dtype), cp.empty((y.size + 7) // 8, np.uint8)
+    backend = lt.empty((1,), np.float32, device="cuda").backend
+    backend.run_elementwise(_apply_relu_mask(dtype), out, [cp.asarray(y), cp.asarray(scale), cp.asarray(bias)], [],
+                            mask=mask)
+    np.testing.assert_array_equal(out.get(), want)
+    np.testing.assert_array_equal(mask.get(), np.packbits(want.ravel() > 0, bitorder="little"))
+
+
 def test_broadcast_and_strided_layouts():
     import cupy as cp
     rng = np.random.default_rng(2)
