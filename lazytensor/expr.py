@@ -161,7 +161,7 @@ def apply(op: str, *operands) -> Expr:
             t = _WEAK.get(type(x))
             if t is None:
                 if isinstance(x, np.ndarray):
-                    return apply(op, *[_tensor.as_node(y) if isinstance(y, np.ndarray) else y for y in operands])
+                    return apply(op, *[_numpy_operand(y) for y in operands])
                 t = _dt.operand_type(x)
             types.append(t)
     types = tuple(types)
@@ -236,6 +236,14 @@ def binary(op: str, a, b) -> Expr:
     da, db = a.device, b.device
     device = da if db is None or db is da else (db if da is None else _device_of((da, db)))
     return Expr(op, (a, b), shape, out, device, a.heavy or b.heavy)
+
+
+def _numpy_operand(x):
+    """A NumPy array in an expression: a 0-d one is a (strong) NumPy scalar, as NumPy treats it,
+    and so works with tensors on any device; others become CPU tensors."""
+    if isinstance(x, np.ndarray):
+        return x[()] if x.ndim == 0 else _tensor.as_node(x)
+    return x
 
 
 _COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})

@@ -328,3 +328,15 @@ def test_where_clip_astype_functions():
     np.testing.assert_array_equal(lt.evaluate(lt.astype(a, np.float64)).numpy(), an.astype(np.float64))
     np.testing.assert_array_equal(lt.evaluate(lt.isnan(a)).numpy(), np.isnan(an))
     np.testing.assert_array_equal(lt.evaluate(lt.isfinite(a)).numpy(), np.isfinite(an))
+
+
+def test_numpy_scalars_and_0d_arrays_join_tensors_on_any_device():
+    # NumPy hands a scalar's operator to the ufunc as a 0-d array: it must stay a (strong) scalar,
+    # not become a CPU tensor, or `np.False_ == t` would mix devices for a tensor on "cuda".
+    t = lt.Tensor(np.array(False), "cuda")      # builds without a GPU: nothing is evaluated
+    e = np.False_ == t
+    assert e.device == "cuda" and e.dtype == np.bool_
+    f = lt.Tensor(np.ones(3, np.float32), "cuda")
+    assert (np.array(2.0) * f).dtype == np.float64 and (np.array(2.0) * f).device == "cuda"
+    c = lt.asarray(np.array([1.0, 2.0], np.float32), device="cpu")
+    np.testing.assert_array_equal((np.array(2.0, np.float32) * c).numpy(), [2.0, 4.0])
