@@ -19,6 +19,7 @@ from .program import ElementwiseProgram, Layout, Reduction
 from .render_numba import JIT, MODULE_HEADER, body_lines, store_expr
 
 CHUNKS = 64
+LANES = 16      # partial sums per chunk of a full reduction: enough independent adds to hide latency
 
 
 def strategy(spec: Reduction) -> str:
@@ -233,15 +234,15 @@ def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parall
         # Everything reduced: one state per chunk, kept in locals while the chunk streams by.
         chunk += acc.init("")
         if nd == 1 and acc.kind in ("sum", "mean"):
-            # Eight independent partial sums (a fixed lane per element, so still deterministic):
+            # LANES independent partial sums (a fixed lane per element, so still deterministic):
             # one accumulator would chain every add on the previous one's latency.
-            nest = [f"l8 = np.zeros(8, {acc.acc})", "i0 = lo_", "while i0 + 8 <= hi_:",
-                    "    b0 = i0", "    for u in range(8):", "        i0 = b0 + u"]
+            nest = [f"lanes = np.zeros({LANES}, {acc.acc})", "i0 = lo_", f"while i0 + {LANES} <= hi_:",
+                    "    b0 = i0", f"    for u in range({LANES}):", "        i0 = b0 + u"]
             nest += ["        " + line for line in body]
-            nest += [f"        l8[u] += {acc.acc}({value})", "    i0 = b0 + 8",
+            nest += [f"        lanes[u] += {acc.acc}({value})", f"    i0 = b0 + {LANES}",
                      "for i0 in range(i0, hi_):"]
             nest += ["    " + line for line in body + acc.update("", value, arg_idx)]
-            nest += ["for u in range(8):", "    a += l8[u]"]
+            nest += [f"for u in range({LANES}):", "    a += lanes[u]"]
         else:
             nest += ["    " * depth + line for line in body + acc.update("", value, arg_idx)]
         nest += [f"p{st}[c, 0] = {st}" for st in acc.state]
