@@ -71,11 +71,11 @@ def convert(expr: str, dst: np.dtype, src: np.dtype | None = None) -> str:
     return f"(({EXACT[dst]})({expr}))"
 
 
-def _register_value(expr: str, dtype: np.dtype) -> str:
+def register_value(expr: str, dtype: np.dtype) -> str:
     return f"__half2float({expr})" if dtype == _F16 else expr
 
 
-def _body(program: ElementwiseProgram, element_of) -> list[str]:
+def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
     """Straight-line statements for one element; `element_of(k)` is input k's value in a register."""
     dtypes = [np.dtype(ins[1]) for ins in program.instrs]
     lines = []
@@ -140,7 +140,7 @@ def _indexing(layout: CudaLayout, names: list, i: str) -> list[str]:
 
 def _scalar_step(program: ElementwiseProgram, layout: CudaLayout, names: list, dtypes: list, i: str) -> list[str]:
     lines = _indexing(layout, names, i)
-    lines += _body(program, lambda k: _register_value(f"in{k}[in{k}_o]", dtypes[k + 1]))
+    lines += body_lines(program, lambda k: register_value(f"in{k}[in{k}_o]", dtypes[k + 1]))
     lines.append(f"out[out_o] = {_stored(program)};")
     return lines
 
@@ -159,12 +159,12 @@ def _vector_step(program: ElementwiseProgram, layout: CudaLayout, names: list, d
     def element_of(k):
         acc = layout.access[k + 1]
         ref = f"in{k}_v[lane]" if acc == CONTIGUOUS or acc[-1] == 1 else f"in{k}_b"
-        return _register_value(ref, dtypes[k + 1])
+        return register_value(ref, dtypes[k + 1])
 
     lines.append(f"__align__(16) {STORAGE[dtypes[0]]} out_v[{v}];")
     lines.append("#pragma unroll")
     lines.append(f"for (int lane = 0; lane < {v}; ++lane) {{")
-    lines += ["    " + line for line in _body(program, element_of)]
+    lines += ["    " + line for line in body_lines(program, element_of)]
     lines.append(f"    out_v[lane] = {_stored(program)};")
     lines.append("}")
     lines.append(f"lt_copy_vector<{v * dtypes[0].itemsize}>(out + out_o, out_v);")
@@ -214,14 +214,14 @@ def _row_loop(program: ElementwiseProgram, layout: CudaLayout, dtypes: list) -> 
         dtype = dtypes[k + 1]
         reg = "float" if dtype == _F16 else STORAGE[dtype]
         if acc[1] == 0:
-            lines.append(f"const {reg} in{k}_c = {_register_value(f'in{k}[0]', dtype)};")
+            lines.append(f"const {reg} in{k}_c = {register_value(f'in{k}[0]', dtype)};")
             continue
         lines += [f"{reg} in{k}_c[{v}];",
                   "{",
                   f"    __align__(16) {STORAGE[dtype]} raw[{v}];",
                   f"    lt_copy_vector<{v * dtype.itemsize}>(raw, in{k} + c0);",
                   "    #pragma unroll",
-                  f"    for (int lane = 0; lane < {v}; ++lane) in{k}_c[lane] = {_register_value('raw[lane]', dtype)};",
+                  f"    for (int lane = 0; lane < {v}; ++lane) in{k}_c[lane] = {register_value('raw[lane]', dtype)};",
                   "}"]
 
     def rows(count: int) -> list[str]:
@@ -238,13 +238,13 @@ def _row_loop(program: ElementwiseProgram, layout: CudaLayout, dtypes: list) -> 
         for r in range(count):
             def element_of(k):
                 if layout.access[k + 1] == CONTIGUOUS:
-                    return _register_value(f"in{k}_v{r}[lane]", dtypes[k + 1])
+                    return register_value(f"in{k}_v{r}[lane]", dtypes[k + 1])
                 return f"in{k}_c[lane]" if layout.access[k + 1][1] == 1 else f"in{k}_c"
             step = [f"__align__(16) {STORAGE[dtypes[0]]} out_v[{v}];"]
             if program.relu_mask:
                 step.append("unsigned int bits = 0;")
             step += ["#pragma unroll", f"for (int lane = 0; lane < {v}; ++lane) {{"]
-            step += _indent(_body(program, element_of), 1)
+            step += _indent(body_lines(program, element_of), 1)
             step.append(f"    out_v[lane] = {_stored(program)};")
             if program.relu_mask:
                 step.append(f"    bits |= ({result} > 0 ? 1u : 0u) << lane;")

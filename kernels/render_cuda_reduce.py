@@ -30,7 +30,7 @@ from .cuda_prelude import prelude
 from .cuda_reduce_layout import FinishLayout, ReduceLayout
 from .program import ElementwiseProgram, Reduction
 # The element code of the elementwise renderer: one SSA body per element, its values in registers.
-from .render_cuda import EXACT, STORAGE, CudaSource, _body as body_lines, _register_value as register_value, \
+from .render_cuda import EXACT, STORAGE, CudaSource, body_lines, register_value, \
     convert, uses_float16
 
 _F16 = np.dtype(np.float16)
