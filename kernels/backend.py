@@ -3,10 +3,14 @@
     empty(shape, dtype)          a new uninitialised array on the device
     asarray(obj, dtype)          an array on the device (no copy when obj already is one)
     to_host(array)               a NumPy copy
-    run_elementwise(program, out, inputs, scalars)
+    run_elementwise(program, out, inputs, scalars, mask=None)
                                  render + compile (cached) + launch one fused kernel writing `out`
+                                 (and, for a program with a ReLU mask, the packed bits into `mask`)
     explain_elementwise(program, out, inputs)
                                  the source and launch configuration that run_elementwise would use
+    run_reduction(program, spec, out, inputs, scalars)
+                                 one fused reduction (kernels.program.Reduction) of the program's values
+    explain_reduction(program, spec, out, inputs)
     synchronize()
 
 CUDA imports (cupy) happen only when the "cuda" backend is first asked for, so the package imports
