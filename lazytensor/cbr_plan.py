@@ -22,7 +22,7 @@ from lazytensor import tensor as _tensor
 from lazytensor.expr import Expr, apply
 from lazytensor.kernels.program import Reduction, program_for, with_relu_mask
 from lazytensor.lower import lower
-from lazytensor.plan import HEAVY, PATTERNS, _cutter, aliased, materialized
+from lazytensor.plan import HEAVY, PATTERNS, cutter, aliased, materialized
 from lazytensor.steps import FusedElementwise, FusedReduction
 from lazytensor.cbr.conv_cpu import conv2d_nhwc
 from lazytensor.cbr import finalize_cpu
@@ -313,7 +313,7 @@ def _relu_mask_plan(root, out, backend):
     if bn is None:
         return None
     steps: list = []
-    cut = _cutter(steps, backend)
+    cut = cutter(steps, backend)
     final = cut(root)
     program, inputs, scalars = lower(final, out.dtype)
     target = out
@@ -342,7 +342,7 @@ def _inference_graph_plan(root, out, backend):
     if not out.flags.c_contiguous:
         return None
     steps: list = []
-    cut = _cutter(steps, backend)
+    cut = cutter(steps, backend)
     x, w = _conv_operands(conv, backend, cut, steps)
     if cudnn_refusal(x, w) is not None:
         return None

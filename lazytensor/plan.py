@@ -112,7 +112,7 @@ ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the plan's destinat
 PATTERNS: list = []
 
 
-def _cutter(steps, backend):
+def cutter(steps, backend):
     """A `cut` function that appends the steps of heavy nodes to `steps`. Steps a builder wants
     to run only after everything else (committing running statistics) go to `cut.deferred`:
     a step that fails before them leaves the user's state untouched."""
@@ -160,7 +160,7 @@ def plan(root, out, backend) -> list:
         if steps is not None:
             return steps
     steps: list = []
-    cut = _cutter(steps, backend)
+    cut = cutter(steps, backend)
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
         args = [cut(a) for a in root.args]
         inputs = [leaf.data for a in args for leaf in a.leaves]
