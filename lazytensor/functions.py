@@ -56,9 +56,10 @@ def clip(x, a_min=None, a_max=None):
         raise ValueError("clip needs a_min or a_max")
     # NumPy promotes the three operands together (np.clip(bool, 0, int8) is int8), not pairwise.
     dtype = _np.result_type(*(_weak(v) for v in (x, a_min, a_max) if v is not None))
+    integer_x = getattr(x, "dtype", dtype).kind in "iu"
     if getattr(x, "dtype", dtype) != dtype:
         x = astype(x, dtype)
-    if dtype.kind in "iu":       # as NumPy: a Python int bound beyond the dtype's range clips nothing
+    if integer_x:       # as NumPy: a Python int bound beyond an integer x's range clips nothing
         info = _np.iinfo(dtype)
         if type(a_min) is int and a_min < info.min:
             a_min = None

@@ -330,6 +330,29 @@ def test_where_clip_astype_functions():
     np.testing.assert_array_equal(lt.evaluate(lt.isfinite(a)).numpy(), np.isfinite(an))
 
 
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int64", "uint64", "float16", "float32"])
+@pytest.mark.parametrize("bounds", [(None, 2**64 - 1), (None, 2**63), (-2**63 - 1, None), (-5, None),
+                                    (None, 2**70), (None, -1), (3, 2**64 - 1)])
+def test_clip_with_python_int_bounds_of_any_size_behaves_as_numpy(dtype, bounds):
+    x = np.array([0, 1, 5], dtype)
+    try:
+        want = np.clip(x, *bounds)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            lt.clip(lt.asarray(x), *bounds).numpy()
+        return
+    got = lt.clip(lt.asarray(x), *bounds).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_huge_python_ints_reach_float_kernels_as_floats():
+    x = lt.asarray(np.ones(3, np.float32))
+    np.testing.assert_array_equal((x + 2**70).numpy(), np.ones(3, np.float32) + 2**70)
+    with pytest.raises(OverflowError):
+        x + 10**400
+
+
 def test_numpy_scalars_and_0d_arrays_join_tensors_on_any_device():
     # NumPy hands a scalar's operator to the ufunc as a 0-d array: it must stay a (strong) scalar,
     # not become a CPU tensor, or `np.False_ == t` would mix devices for a tensor on "cuda".
