@@ -1,6 +1,8 @@
 """Backends are values with one small interface; the frontend picks one by device name.
 
     empty(shape, dtype)          a new uninitialised array on the device
+    view(base, offset, shape, dtype, strides)
+                                 an array over `base`'s memory from byte `offset` (plan recipes)
     asarray(obj, dtype)          an array on the device (no copy when obj already is one)
     to_host(array)               a NumPy copy
     run_elementwise(program, out, inputs, scalars, mask=None)

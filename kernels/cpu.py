@@ -78,6 +78,10 @@ class CpuBackend:
     def empty(self, shape, dtype):
         return np.empty(shape, dtype)
 
+    def view(self, base, offset, shape, dtype, strides):
+        """The array of `shape`, `dtype`, byte `strides` starting `offset` bytes into `base`."""
+        return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+
     def asarray(self, obj, dtype=None):
         return np.asarray(obj, dtype=dtype)
 

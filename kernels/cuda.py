@@ -73,6 +73,10 @@ class CudaBackend:
     def empty(self, shape, dtype):
         return self._cupy.empty(shape, dtype)
 
+    def view(self, base, offset, shape, dtype, strides):
+        """The array of `shape`, `dtype`, byte `strides` starting `offset` bytes into `base`."""
+        return self._cupy.ndarray(shape, dtype, memptr=base.data + offset, strides=strides)
+
     def asarray(self, obj, dtype=None):
         """NumPy data is copied to the device; CuPy arrays, and objects exposing
         __cuda_array_interface__ or a CUDA __dlpack__ (a PyTorch CUDA tensor), are shared."""

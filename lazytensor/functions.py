@@ -59,7 +59,7 @@ def clip(x, a_min=None, a_max=None):
     integer_x = getattr(x, "dtype", dtype).kind in "iu"
     if getattr(x, "dtype", dtype) != dtype:
         x = astype(x, dtype)
-    if integer_x:       # as NumPy: a Python int bound beyond an integer x's range clips nothing
+    if integer_x and dtype.kind in "iu":       # as NumPy: a Python int bound beyond an integer x's range clips nothing
         info = _np.iinfo(dtype)
         if type(a_min) is int and a_min < info.min:
             a_min = None

@@ -31,6 +31,11 @@ class BatchNormAttrs:
     saved: "BatchNormSaved"
     fused: bool | None          # True: the fused CBR path or an error; None: fused where possible
 
+    @property
+    def structure(self) -> tuple:
+        """What a plan depends on: all but the holder that receives the results."""
+        return (self.training, self.momentum, self.eps, self.fused)
+
 
 class BatchNormSaved:
     """What a training batch_norm leaves for the backward pass once it has been evaluated:

@@ -16,6 +16,7 @@ from lazytensor.expr import Expr
 from lazytensor.kernels.program import program_for
 from lazytensor.lower import lower
 from lazytensor.steps import FusedElementwise, FusedReduction
+from lazytensor import recipes
 from lazytensor import tensor as _tensor
 
 
@@ -152,9 +153,14 @@ def _elementwise(root, out, backend) -> list:
 
 
 def plan(root, out, backend) -> list:
-    """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device)."""
+    """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device).
+    A heavy expression is planned once per structure (lazytensor.recipes) and rebound after."""
     if not root.heavy:
         return _elementwise(root, out, backend)
+    return recipes.planned(root, out, backend, _heavy)
+
+
+def _heavy(root, out, backend) -> list:
     for _, match in PATTERNS:
         steps = match(root, out, backend)
         if steps is not None:

@@ -13,6 +13,7 @@ class FusedElementwise:
     """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`
     (and, for programs with a ReLU mask, the packed mask bits into `mask`)."""
     __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask", "bound")
+    per_arrays = ("bound",)     # built from this step's arrays: a step rebound to others starts without it
 
     def __init__(self, backend, program, out, inputs, scalars, note="", mask=None):
         self.backend = backend
