@@ -63,8 +63,8 @@ def main(argv=None) -> int:
                 continue
             host_us, gpu_ms = measure(cupy, call, count)
             entry = cache.entry(name, ConvKey.of(x_shape, w_shape, "float16", stride, padding), x.device.id)
-            form = "ordered" if entry.graph.ordered_launch else "mapping"
-            plan = f"#{entry.plan.index} of {entry.plan.plan_count} ({entry.plan.source}, {form} pack)"
+            form = entry.graph.launch_form(entry.plan.index)
+            plan = f"#{entry.plan.index} of {entry.plan.plan_count} ({entry.plan.source}, {form})"
             print(f"{label:32s} {name:22s} {host_us:12.1f} {gpu_ms:12.4f}  {plan}", flush=True)
             launch_us, _ = measure(cupy, lambda: entry.launch(pointers), count)
             print(f"{label:32s} {'  of which launch':22s} {launch_us:12.1f}", flush=True)

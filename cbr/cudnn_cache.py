@@ -59,11 +59,21 @@ class CompiledConvGraph:
         self.graph.launch(self.plan.index, self.graph.operand_pointers(pointers), self.workspace_ptr)
         self.launches += 1
 
+    def relaunch(self, operands: list[int]) -> None:
+        """launch() for a caller that already checked its buffers: device pointers in role order."""
+        cupy, _ = import_cuda_modules()
+        if cupy.cuda.runtime.getDevice() != self.device_id:
+            with cupy.cuda.Device(self.device_id):
+                self.relaunch(operands)
+            return
+        bind_current_stream(self.graph.handle)
+        self.graph.launch(self.plan.index, operands, self.workspace_ptr)
+        self.launches += 1
+
     def describe(self) -> str:
-        form = "ordered" if self.graph.ordered_launch else f"mapping (ordered refused: {self.graph.ordered_launch_refusal})"
         return (
             f"cuDNN {self.graph.kind.value} graph for {self.graph.key} on device {self.device_id}, "
-            f"{form} variant pack: {self.plan.describe()}"
+            f"launched through the {self.graph.launch_form(self.plan.index)}: {self.plan.describe()}"
         )
 
 

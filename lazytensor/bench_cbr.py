@@ -13,7 +13,7 @@ CUDA (float16 NHWC activations, KRSC weights, float32 BN parameters), shapes fro
 CPU (float32, small shapes so it runs anywhere): the same cases with NumPy (im2col + BLAS conv, then
   BN and ReLU as NumPy expressions, the unfused path) and lazytensor's unfused three-step evaluation
   as peers; floor = lazytensor's CPU conv alone + one read and one write of the output at the copy
-  bandwidth. GPU times: CUDA events around each call after a warm-up, median. Any peer that fails
+  bandwidth. GPU times: CUDA events around bursts of back-to-back calls after a warm-up, median per call. Any peer that fails
   prints its error in the table instead of stopping the run.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 import lazytensor as lt
 from lazytensor.bench_table import Table, time_host
+from lazytensor.kernels.cuda_timing import burst_ms
 
 CUDA_SHAPES = [  # (label, N, H, W, C, K)
     ("ResNet-50 3x3 N=128 56x56 64->64", 128, 56, 56, 64, 64),
@@ -41,21 +42,11 @@ HOST_SHAPE = ("host cost, N=8 16x16 64->64", 8, 16, 16, 64, 64)
 
 # -- timing ----------------------------------------------------------------------------------------
 
-def _gpu_timer(cupy, warmup: int = 3, repeat: int = 15):
+def _gpu_timer(cupy, warmup: int = 3, repeat: int = 9, burst: int = 10):
     def time_gpu(fn) -> float:
-        """Median seconds of fn() between two CUDA events on the current stream."""
-        for _ in range(warmup):
-            fn()
-        cupy.cuda.get_current_stream().synchronize()
-        times = []
-        for _ in range(repeat):
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
-        return statistics.median(times)
+        """Median seconds per call of fn() over bursts of back-to-back calls (kernels/cuda_timing.py):
+        the host work of a call overlaps the GPU work of the previous one, as in a training loop."""
+        return burst_ms(fn, bursts=repeat, burst=burst, warmup=warmup) * 1e-3
     return time_gpu
 
 

@@ -10,7 +10,6 @@ costs run in fresh subprocesses with their own kernel cache folders.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ import textwrap
 import time
 
 import numpy as np
+
+from lazytensor.kernels.cuda_timing import burst_ms
 
 BIG = 1 << 28            # elements of the streaming cases: 1 GiB per float32 operand
 CHANNELS = 64
@@ -48,21 +49,8 @@ def relu_per_channel(x, m, s, g, b):
 
 
 def _gpu_ms(cp, fn, repeat=REPEAT, warmup=3, burst=10) -> float:
-    """Median GPU milliseconds per call over bursts of `burst` back-to-back calls: each call's host
-    work (building the expression, planning, launching) overlaps the previous call's kernel, as in
-    a real loop, instead of idling the GPU inside the timed window. Same for every peer."""
-    for _ in range(warmup):
-        fn()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(repeat):
-        start.record()
-        for _ in range(burst):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / burst)
-    return statistics.median(times)
+    """Median GPU milliseconds per call over bursts of back-to-back calls (kernels/cuda_timing.py)."""
+    return burst_ms(fn, bursts=repeat, burst=burst, warmup=warmup)
 
 
 def _host_us(cp, fn, calls=DISPATCH_CALLS) -> float:

@@ -32,30 +32,55 @@ _F32 = np.dtype(np.float32)
 
 # -- steps ---------------------------------------------------------------------------------------
 
+class BuiltGraph:
+    """The cuDNN graph a conv step's first run built and checked. It depends on the shapes alone, so
+    the copies of a step that a plan recipe makes for new arrays share it and skip the checks."""
+    __slots__ = ("graph",)
+
+    def __init__(self):
+        self.graph = None
+
+
 class Conv2dStep:
     """y = conv2d(x, w): cuDNN on CUDA, im2col + BLAS on the CPU; optionally with genstats sums."""
-    __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note")
+    __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built")
 
     def __init__(self, backend, x, w, attrs, out, path, sums=None, note=""):
         self.backend, self.x, self.w, self.attrs, self.out = backend, x, w, attrs, out
         self.path, self.sums, self.note = path, sums, note
+        self.built = BuiltGraph()
 
     def run(self):
+        graph = self.built.graph
+        if graph is not None:               # checked and built on an earlier run: the launch alone
+            operands = [self.x.data.ptr, self.w.data.ptr, self.out.data.ptr]
+            if self.sums is not None:
+                operands += [v.data.ptr for v in self.sums]
+            graph.relaunch(operands)
+            return
         a = self.attrs
         if self.path == "cpu":
             conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
         elif self.path == "cudnn":
             from lazytensor.cbr import cudnn_conv
             cudnn_conv.conv2d(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
+            self.built.graph = self._compiled("conv")
         elif self.path == "cudnn-genstats":
             from lazytensor.cbr import cudnn_conv
             total, total_sq = self.sums
             cudnn_conv.conv2d_genstats(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out,
                                        sum_out=total, sum_sq_out=total_sq)
+            self.built.graph = self._compiled("conv_genstats")
         else:   # "host": cuDNN cannot take this conv; computed on the host and copied back
             import cupy
             y = conv2d_nhwc(cupy.asnumpy(self.x), cupy.asnumpy(self.w), a.stride, a.padding, a.dilation)
             self.out.set(y)
+
+    def _compiled(self, kind):
+        from lazytensor.cbr.cudnn_conv import compiled_graph_for
+        a = self.attrs
+        return compiled_graph_for(kind, self.x.shape, self.w.shape, a.stride, a.padding, a.dilation,
+                                  self.x.device.id)
 
     def describe(self, source: bool = True) -> str:
         what = {"cpu": "im2col + BLAS matmul (NumPy)", "cudnn": "cuDNN conv_fprop graph",
@@ -138,17 +163,23 @@ class CommitStep:
 class InferenceGraphStep:
     """relu(conv(x, w) * eq_scale + eq_bias) as one cuDNN graph; conv + the fused epilogue kernel
     where cuDNN rejects that graph for the shape (remembered, and shown by explain)."""
-    __slots__ = ("backend", "x", "w", "attrs", "eq", "out", "fallback")
+    __slots__ = ("backend", "x", "w", "attrs", "eq", "out", "fallback", "built")
     rejected: dict = {}   # (x shape, w shape, attrs) -> cuDNN's reason
 
     def __init__(self, backend, x, w, attrs, eq, out, fallback):
         self.backend, self.x, self.w, self.attrs, self.eq, self.out = backend, x, w, attrs, eq, out
         self.fallback = fallback      # steps: conv into a temporary, then the epilogue kernel into out
+        self.built = BuiltGraph()
 
     def _key(self):
         return (self.x.shape, self.w.shape, self.attrs)
 
     def run(self):
+        graph = self.built.graph
+        if graph is not None:
+            scale, bias = self.eq
+            graph.relaunch([self.x.data.ptr, self.w.data.ptr, scale.data.ptr, bias.data.ptr, self.out.data.ptr])
+            return
         if self._key() not in self.rejected:
             from lazytensor.cbr import cudnn_conv
             from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
@@ -156,6 +187,8 @@ class InferenceGraphStep:
             try:
                 cudnn_conv.conv2d_scale_bias_relu(self.x, self.w, *self.eq, a.stride, a.padding, a.dilation,
                                                   out=self.out)
+                self.built.graph = cudnn_conv.compiled_graph_for("conv_scale_bias_relu", self.x.shape, self.w.shape,
+                                                                 a.stride, a.padding, a.dilation, self.x.device.id)
                 return
             except CudnnGraphRejected as e:
                 self.rejected[self._key()] = str(e)

@@ -1,7 +1,8 @@
 """CBR stage 1 on CUDA, chosen by measurement per shape: one cuDNN graph computing the conv and its
 per-channel sums (conv_fprop + genstats), or the fastest plain conv followed by lazytensor's own
 statistics reduction (one read of the conv output). Fusing genstats narrows cuDNN's engines, so
-neither wins everywhere. The choice is timed once per shape (CUDA events, a few runs each), kept
+neither wins everywhere. The choice is timed once per shape (CUDA events around short bursts of
+back-to-back calls, so host costs count where the host is the bottleneck), kept
 in memory and in the disk cache; LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without timing.
 """
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import statistics
 
 import numpy as np
 
 from lazytensor.kernels.cache import cache_dir
+from lazytensor.kernels.cuda_timing import burst_ms
 
 GENSTATS = "conv_fprop + genstats"
 REDUCTION = "conv + statistics reduction"
@@ -39,19 +40,6 @@ def _save_disk(key: str, value) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(table, indent=1))
     tmp.replace(path)
-
-
-def _time(cupy, launch, runs=5) -> float:
-    launch()
-    times = []
-    for _ in range(runs):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,8 +79,8 @@ def choose_stage1(backend, x, w, attrs, y):
         cudnn_conv.conv2d(x.data, w.data, a.stride, a.padding, a.dilation, out=y)
         reduction.run()
 
-    t_gen = _time(cupy, genstats)
-    t_red = _time(cupy, conv_then_reduce)
+    t_gen = burst_ms(genstats, bursts=3, burst=5, warmup=1)
+    t_red = burst_ms(conv_then_reduce, bursts=3, burst=5, warmup=1)
     choice = GENSTATS if t_gen <= t_red else REDUCTION
     note = f"measured: conv+genstats {t_gen:.3f} ms, conv + reduction {t_red:.3f} ms"
     _choices[key] = (choice, note)

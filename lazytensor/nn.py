@@ -7,6 +7,8 @@ and still runs each one alone (the unfused path) when it stands alone.
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +68,21 @@ def _tensor_operand(x, name: str, device=None):
     raise TypeError(f"{name} must be a Tensor or an expression, got {type(x).__name__}")
 
 
+def _checked_conv(*args):
+    """validate_conv_args, remembered per call signature: a training loop checks its shapes once."""
+    try:
+        return _checked_conv_cached(*args)
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        return validate_conv_args(*args)          # a list for stride or padding
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_conv_cached(*args):
+    return validate_conv_args(*args)
+
+
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1):
     """2-D convolution (cross-correlation, as in PyTorch) of NHWC x with KRSC weights w.
 
@@ -74,7 +91,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1):
     """
     x = _tensor_operand(x, "x")
     w = _tensor_operand(w, "w", x.device)
-    checked = validate_conv_args(x.shape, w.shape, x.dtype, w.dtype, stride, padding, dilation)
+    checked = _checked_conv(x.shape, w.shape, x.dtype, w.dtype, stride, padding, dilation)
     if w.device != x.device:
         raise ValueError(f"conv2d: x is on {x.device!r} but w is on {w.device!r}")
     node = Expr("conv2d", (x, w), checked.out_shape, x.dtype, x.device, heavy=True,
@@ -125,7 +142,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training=True, momentu
         raise ValueError(f"batch_norm: momentum is the weight of the new batch statistics, in [0, 1]; got {momentum}")
     if not float(eps) >= 0.0:
         raise ValueError(f"batch_norm: eps must be >= 0 (it is added to the variance); got {eps}")
-    count = int(np.prod(x.shape[:-1]))
+    count = math.prod(x.shape[:-1])
     if training and count < 2:
         raise ValueError(f"batch_norm in training needs more than one value per channel; x has shape {tuple(x.shape)}")
     attrs = BatchNormAttrs(bool(training), float(momentum), float(eps), saved or BatchNormSaved(), fused)

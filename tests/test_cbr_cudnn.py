@@ -155,16 +155,23 @@ def test_every_genstats_plan_writes_rather_than_adds():
     assert ran >= 1
 
 
-def test_ordered_and_mapping_launches_agree(cache):
+def test_native_ordered_and_mapping_launches_agree(cache):
     x, w = operands((2, 8, 8, 16), (16, 3, 3, 16), seed=10)
     xd, wd = cupy.asarray(x), cupy.asarray(w)
     y1 = conv2d(xd, wd, 1, 1, cache=cache)
-    graph = cache.entry(GraphKind.CONV, ConvKey.of(x.shape, w.shape, "float16", 1, 1, 1), xd.device.id).graph
+    entry = cache.entry(GraphKind.CONV, ConvKey.of(x.shape, w.shape, "float16", 1, 1, 1), xd.device.id)
+    graph = entry.graph
+    assert graph.launch_form(entry.plan.index).startswith("native"), graph.native_refusal
+    ref = conv2d_nhwc(x.astype(np.float32), w.astype(np.float32), 1, 1)
+    assert_close_to_float32(cupy.asnumpy(y1), ref, "native launch")
+    graph._native[entry.plan.index] = None              # the public forms from here on
+    y2 = conv2d(xd, wd, 1, 1, cache=cache)
+    cupy.testing.assert_array_equal(y1, y2)
     if not graph.ordered_launch:
         pytest.skip(f"this cuDNN frontend refused the ordered variant pack: {graph.ordered_launch_refusal}")
     graph.ordered_launch = False
-    y2 = conv2d(xd, wd, 1, 1, cache=cache)
-    cupy.testing.assert_array_equal(y1, y2)
+    y3 = conv2d(xd, wd, 1, 1, cache=cache)
+    cupy.testing.assert_array_equal(y1, y3)
 
 
 def test_runs_on_a_non_default_stream(cache):
