@@ -6,8 +6,10 @@ plans the same structure over new inputs on every call, so the plan is kept as a
 the expression's signature:
   - every node's op, dtype, shape and attributes (a result holder such as BatchNormSaved excluded:
     it only receives the results), the order of its operands, and which nodes are shared;
-  - every tensor's dtype, shape, strides and device, and which tensors share memory with which;
-  - every scalar's value, and the destination's shape, strides and dtype.
+  - every tensor's dtype, shape, strides, device and 16-byte alignment, and which tensors share
+    memory with which;
+  - every scalar's value, and the destination's shape, strides, dtype and alignment.
+Launch choices that depend on these alone (a cuDNN graph, a kernel's grid) are kept with the recipe.
 A hit rebinds the recorded steps: an array a step holds is the new expression's tensor in the same
 place, the new destination, or a fresh allocation of the same shape (a view of one keeps its place
 in it). Temporaries are never shared between calls: saved statistics and masks outlive a call.
@@ -67,7 +69,7 @@ def signature(root, out):
             first = bases.setdefault(base, len(tensors))
             if first == -1:
                 return None                 # the destination's memory is read: aliasing depends on addresses
-            part = ("T", node.dtype, node.shape, a.strides, _place(a), first)
+            part = ("T", node.dtype, node.shape, a.strides, _place(a), _address(a) & 15, first)
             tensors.append(a)
         elif t is Const:
             v = node.value
@@ -85,7 +87,7 @@ def signature(root, out):
             continue
         index[id(node)] = len(parts)
         parts.append(part)
-    key = (tuple(parts), out.shape, out.strides, out.dtype, _place(out), type(out))
+    key = (tuple(parts), out.shape, out.strides, out.dtype, _place(out), _address(out) & 15, type(out))
     return key, tensors, holders
 
 
@@ -158,7 +160,7 @@ class _NotRebindable(Exception):
 
 
 def _address(a) -> int:
-    return a.ctypes.data if hasattr(a, "ctypes") else a.data.ptr
+    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
 
 
 class StepTemplate:

@@ -9,10 +9,20 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
+class LaunchMemo:
+    """A backend's launch plan (kernel, grid, index arithmetic) found for a step's first binding.
+    It depends on the operands' shapes, strides, alignment and device only, so the copies a plan
+    recipe makes of a step share it and skip the lookup."""
+    __slots__ = ("launch",)
+
+    def __init__(self):
+        self.launch = None
+
+
 class FusedElementwise:
     """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`
     (and, for programs with a ReLU mask, the packed mask bits into `mask`)."""
-    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask", "bound")
+    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask", "bound", "memo")
     per_arrays = ("bound",)     # built from this step's arrays: a step rebound to others starts without it
 
     def __init__(self, backend, program, out, inputs, scalars, note="", mask=None):
@@ -24,6 +34,7 @@ class FusedElementwise:
         self.note = note
         self.mask = mask
         self.bound = None     # a backend's launch with its arguments, where it can bind one
+        self.memo = LaunchMemo()
 
     def run(self):
         # A step's arrays and scalars never change, so a backend that can bind them (CUDA) builds
@@ -33,7 +44,7 @@ class FusedElementwise:
             return
         bind = getattr(self.backend, "bind_elementwise", None)
         if bind is not None:
-            self.bound = bind(self.program, self.out, self.inputs, self.scalars, self.mask)
+            self.bound = bind(self.program, self.out, self.inputs, self.scalars, self.mask, self.memo)
             self.bound()
         elif self.mask is None:
             self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
