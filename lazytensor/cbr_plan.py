@@ -22,7 +22,7 @@ from lazytensor import tensor as _tensor
 from lazytensor.expr import Expr, apply
 from lazytensor.kernels.program import Reduction, program_for, with_relu_mask
 from lazytensor.lower import lower
-from lazytensor.plan import HEAVY, PATTERNS, cutter, aliased, materialized
+from lazytensor.plan import HEAVY, PATTERNS, ROOT_WRITERS, cutter, aliased, materialized, may_overlap
 from lazytensor.steps import FusedElementwise, FusedReduction
 from lazytensor.cbr.conv_cpu import conv2d_nhwc
 from lazytensor.cbr import finalize_cpu
@@ -240,10 +240,19 @@ def _conv_step(backend, x, w, attrs, y, fused):
 
 
 def _build_conv2d(node, backend, cut, out):
+    """The conv alone; as the plan's root it writes the destination itself when that is dense (the
+    convolutions write dense NHWC) and shares no memory with x or w, else a temporary that a copy
+    step moves into place."""
     steps: list = []
     x, w = _conv_operands(node, backend, cut, steps)
-    y = backend.empty(tuple(node.shape), node.dtype)
+    # (the conv reads a window around each output: any overlap with its operands needs the temporary)
+    dense = (out is not None and out.flags.c_contiguous
+             and not any(may_overlap(out, a.data) for a in (x, w)))
+    y = out if dense else backend.empty(tuple(node.shape), node.dtype)
     steps.append(_conv_step(backend, x, w, node.attrs, y, False))
+    if out is not None and not dense:
+        copy = program_for((("load", out.dtype, 0),), 1, (), out.dtype)
+        steps.append(FusedElementwise(backend, copy, out, [y], [], note="copy into the strided destination"))
     return steps, _tensor.Tensor(y, node.device)
 
 
@@ -395,6 +404,7 @@ def _inference_graph_plan(root, out, backend):
 
 
 HEAVY["conv2d"] = _build_conv2d
+ROOT_WRITERS.add("conv2d")
 HEAVY["batch_norm"] = _build_batch_norm
 PATTERNS.append(("cbr inference: one cuDNN graph", _inference_graph_plan))
 PATTERNS.append(("cbr training: apply + relu + mask in one kernel", _relu_mask_plan))

@@ -33,7 +33,7 @@ def _address(a) -> int:
     return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
 
 
-def _may_overlap(a, b) -> bool:
+def may_overlap(a, b) -> bool:
     if isinstance(a, np.ndarray):
         return np.may_share_memory(a, b)
 
@@ -63,7 +63,7 @@ def aliased(out, inputs) -> bool:
             continue
         if a.shape == out.shape and a.strides == out.strides and _address(a) == _address(out):
             continue
-        if _may_overlap(a, out):
+        if may_overlap(a, out):
             return True
     return False
 

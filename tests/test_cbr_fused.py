@@ -406,3 +406,24 @@ def test_mask_on_large_outputs(x_shape, k, dtype):
     oracle.check_y(y.numpy(), "y")
     assert np.array_equal(saved.relu_mask.numpy(), mask_of(y.numpy()))
     oracle.check_mask(saved.relu_mask.numpy(), "large")
+
+
+@pytest.mark.parametrize("device, dtype", CONFIGS)
+def test_conv_alone_writes_the_destination_or_a_temporary_when_it_must(device, dtype):
+    """As a plan's root, the conv writes a dense destination directly (one step), a strided one
+    through a temporary and a copy, and one that is its own input through a temporary too."""
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((2, 6, 6, 8)).astype(dtype)
+    ws = (rng.standard_normal((8, 3, 3, 8)) / 8).astype(dtype)
+    x, w = lt.asarray(xs, device=device), lt.asarray(ws, device=device)
+    want = lt.evaluate(lt.conv2d(x, w, padding=1)).numpy()
+    dense = lt.empty((2, 6, 6, 8), dtype, device)
+    assert lt.explain(lt.conv2d(x, w, padding=1), out=dense, source=False).count("\n[") == 1
+    dense[...] = lt.conv2d(x, w, padding=1)
+    np.testing.assert_array_equal(dense.numpy(), want)
+    wide = lt.zeros((2, 6, 6, 16), dtype, device)
+    wide[..., ::2] = lt.conv2d(x, w, padding=1)
+    np.testing.assert_array_equal(wide.numpy()[..., ::2], want)
+    assert not wide.numpy()[..., 1::2].any()
+    x[...] = lt.conv2d(x, w, padding=1)              # reads a window around what it writes
+    np.testing.assert_array_equal(x.numpy(), want)
