@@ -237,6 +237,8 @@ def propagate(op, args, result, attrs=None):
             bound = np.where(e[0] > 0, np.inf, np.where(cond, e[1], e[2]))
         elif op in ("negative", "absolute", "relu", "sin", "cos", "tanh", "sigmoid", "astype"):
             bound = e[0]                       # Lipschitz constant <= 1
+        elif op == "square":
+            bound = 2 * np.abs(vals[0]) * e[0] + e[0] * e[0]
         elif op in ("exp", "expm1"):
             bound = np.exp(vals[0] + e[0]) * e[0]      # the largest slope on the interval times its width
         elif op in ("log", "log1p", "sqrt"):
