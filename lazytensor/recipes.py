@@ -240,7 +240,10 @@ def planned(root, out, backend, make_plan):
         recipe = None
     if recipe is not None:
         if len(_recipes) >= _MAX_RECIPES:
-            del _recipes[next(iter(_recipes))]
+            try:
+                del _recipes[next(iter(_recipes))]      # the oldest
+            except (KeyError, RuntimeError, StopIteration):
+                pass                                    # another thread evicted it first
         _recipes[key] = recipe
     return steps
 
