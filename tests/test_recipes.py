@@ -134,3 +134,19 @@ def test_explain_of_a_rebound_plan_is_the_same_plan():
     y = lt.asarray(arr((6, 5), 1))
     assert lt.explain(y - y.mean(axis=0), source=False) == first
     assert recipes.count() == 1
+
+
+def test_threads_sharing_recipes_get_their_own_results():
+    from concurrent.futures import ThreadPoolExecutor
+    shapes = [(5, 3), (6, 3), (5, 4)]
+
+    def work(seed):
+        for k in range(20):
+            a_np = arr(shapes[(seed + k) % 3], seed * 100 + k)
+            a = lt.asarray(a_np)
+            np.testing.assert_allclose(lt.evaluate(a - lt.std(a, axis=0)).numpy(), a_np - np.std(a_np, axis=0),
+                                       rtol=1e-5, atol=1e-5)
+        return True
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(8)))
+    assert recipes.count() == 3
