@@ -65,11 +65,14 @@ def signature(root, out):
         t = type(node)
         if t is Tensor:
             a = node.data
-            base = id(_root_base(a))
-            first = bases.setdefault(base, len(tensors))
+            layout = node.layout
+            if layout is None:              # a tensor's array never changes: read it once
+                layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), _address(a) & 15),
+                                        id(_root_base(a)))
+            first = bases.setdefault(layout[1], len(tensors))
             if first == -1:
                 return None                 # the destination's memory is read: aliasing depends on addresses
-            part = ("T", node.dtype, node.shape, a.strides, _place(a), _address(a) & 15, first)
+            part = (layout[0], first)
             tensors.append(a)
         elif t is Const:
             v = node.value

@@ -15,7 +15,7 @@ from lazytensor.operand import Operand
 class Tensor(Operand):
     # A Tensor never changes which memory it views, so its shape and dtype are plain attributes
     # (read on every operator, cheaper than properties) and its structure id is fixed.
-    __slots__ = ("data", "device", "shape", "dtype", "skey", "__weakref__")
+    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "__weakref__")
 
     def __init__(self, data, device: str):
         dtype = data.dtype
@@ -25,6 +25,7 @@ class Tensor(Operand):
         self.dtype = dtype
         k = _load_keys.get(dtype)
         self.skey = k if k is not None else _load_key(_dt.check_supported(dtype))
+        self.layout = None      # what a plan recipe's signature reads of the array, once (lazytensor.recipes)
 
     heavy = False
     shared = False
