@@ -5,8 +5,7 @@ cuda_fp16.h comes from the nvidia-cuda-runtime wheel (found with cuda-pathfinder
 """
 from __future__ import annotations
 
-from .cuda_compile import cuda_include_dir
-from .render_cuda import NVRTC_OPTIONS
+from .cuda_compile import cuda_include_dir, nvrtc_options
 
 
 class NvrtcError(RuntimeError):
@@ -20,6 +19,13 @@ def _check(result, what: str):
     return rest[0] if len(rest) == 1 else rest
 
 
+def nvrtc_version() -> tuple:
+    """(major, minor) of the NVRTC that cuda-bindings loads."""
+    from cuda.bindings import nvrtc
+
+    return tuple(_check(nvrtc.nvrtcVersion(), "nvrtcVersion"))
+
+
 def compile_to_ptx(source: str, arch: str = "compute_90", name: str = "kernel.cu", optimize: bool = True) -> str:
     """The PTX of `source` compiled with the backend's NVRTC options; raises NvrtcError with NVRTC's
     log (and the numbered source) when it does not compile. optimize=False adds -G (no device
@@ -27,7 +33,7 @@ def compile_to_ptx(source: str, arch: str = "compute_90", name: str = "kernel.cu
     what a test of hundreds of kernels wants."""
     from cuda.bindings import nvrtc
 
-    options = [*NVRTC_OPTIONS, f"--gpu-architecture={arch}", *([] if optimize else ["-G"])]
+    options = [*nvrtc_options(nvrtc_version()), f"--gpu-architecture={arch}", *([] if optimize else ["-G"])]
     include = cuda_include_dir()
     if include:
         options.append(f"-I{include}")

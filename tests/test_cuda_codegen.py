@@ -298,3 +298,65 @@ def test_random_dag_kernels_compile_to_ptx():
             raise AssertionError(f"{dag!r}\n{exc}") from None
 
     check()
+
+
+def _first_use_source(dtype=F32):
+    """The kernel of bench_cuda's first-use case (issue #3), for dtype."""
+    x = lt.asarray(np.linspace(-3, 3, 4096, dtype=dtype), device="cpu")
+    program = _program(lt.expm1(lt.sin(x) * 0.25 + lt.cos(x)) % 3 - x // 2)
+    return render_cuda(program, flat_geometry(program, 4096, [0, 0]).layout)
+
+
+def test_nvrtc_options_keep_numpy_numerics():
+    """The speed options only add to render_cuda's: no -ftz, fast math or FMA contraction, ever."""
+    from lazytensor.kernels.cuda_compile import nvrtc_options
+    from lazytensor.kernels.render_cuda import NVRTC_OPTIONS
+
+    assert {"--fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true"} <= set(NVRTC_OPTIONS)
+    assert nvrtc_options((12, 3)) == NVRTC_OPTIONS
+    for version in ((12, 4), (13, 0), (13, 5)):
+        options = nvrtc_options(version)
+        assert options[:len(NVRTC_OPTIONS)] == NVRTC_OPTIONS and options[len(NVRTC_OPTIONS):] == ("-minimal",)
+        assert not any("fast" in o or "ftz=true" in o or "fmad=true" in o for o in options)
+
+
+def test_cubin_cache_key_follows_the_options():
+    """The disk cache key covers the options actually passed, -minimal included."""
+    from lazytensor.kernels.cuda_compile import CubinCompiler
+
+    source = _first_use_source()
+    paths = {}
+    for version in ((12, 3), (12, 4)):
+        compiler = object.__new__(CubinCompiler)
+        compiler.nvrtc_version, compiler.arch = version, 90
+        path, options = compiler.cache_path(source)
+        assert ("-minimal" in options) == (version >= (12, 4)) and "-arch=sm_90" in options
+        paths[version] = path
+    assert paths[(12, 3)] != paths[(12, 4)]
+
+
+def test_minimal_changes_no_instruction(monkeypatch):
+    """-minimal only shortens the front end: float32, float64 and float16 kernels, and every layout
+    class, compile to the same PTX with and without it."""
+    import lazytensor.kernels.nvrtc_check as nvrtc_check
+    from lazytensor.kernels.render_cuda import NVRTC_OPTIONS
+
+    assert "-minimal" in nvrtc_check.nvrtc_options(nvrtc_check.nvrtc_version())
+    mixed = program_for((("load", F16, 0), ("astype", F32, 0), ("load", F32, 1), ("add", F32, 1, 2),
+                         ("scalar", F32, 0), ("multiply", F32, 3, 4)), 2, (F32,), F32)
+    f32 = _relu_affine(F32)
+    sources = [_first_use_source(F32), _first_use_source(F64),
+               render_cuda(mixed, flat_geometry(mixed, 12345, [0, 0, 0]).layout),
+               render_cuda(f32, _plan(f32, (1000, 30), [((1000, 30), (4, 4000), 0)] * 5).layout)]
+    with_minimal = _compile_together(sources)
+    monkeypatch.setattr(nvrtc_check, "nvrtc_options", lambda version: NVRTC_OPTIONS)
+    assert _compile_together(sources) == with_minimal
+
+
+def test_float_floordiv_and_mod_are_compiled_once_per_kernel():
+    """lt_floordiv_f / lt_mod_f are out of line: one body each however many lanes call them (the
+    first-use kernel calls each from 4 unrolled vector lanes and the scalar tail)."""
+    ptx = compile_to_ptx(_first_use_source().source)
+    for helper in ("_Z13lt_floordiv_fIfET_S0_S0_", "_Z8lt_mod_fIfET_S0_S0_"):
+        assert ptx.count(f"{helper}(") == 1, helper        # the definition; the other line declares it
+    assert "call.uni" in ptx
