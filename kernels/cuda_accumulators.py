@@ -155,7 +155,20 @@ template <typename T, bool MAX> struct lt_arg {
 
 /* Count, mean and sum of squared deviations, in double. push_counted is Welford's update with the
    reciprocal of the new count given: the lanes of one vector load always hold the same count, so
-   they share one division. */
+   they share one division.
+   start/fold are the run scheme of the columns loops (render_cuda_reduce): Welford costs four
+   double operations per value and a division per load step; the per-channel statistics of
+   float16 data read 8 values per 16-byte load, so the double pipes were close to busy. There a
+   state starts from the thread's first value, then
+   takes runs of at most MOMENT_RUN (render_cuda_reduce) values, each given as the sums s1 = sum(d), s2 = sum(d * d) of
+   its deviations d = x - m from the state's mean m before the run (three double operations per
+   value); fold is then Chan's combination of the state with the run, simplified by the run's shift
+   being m: m' = m + s1 / n', q' = q + s2 - s1 * s1 / n'. Accuracy does not depend on the mean: the
+   sums are of deviations from a mean of the data, never of raw values, so data with a large mean
+   and a small spread (1e4 +- 1, say) keep double precision; a run of L values loses at most about
+   L * (L + 1) double roundings relative to q', whatever the data (a far shift adds as much
+   between-run spread to q' as it costs in s2), against Welford's few. s2 - s1 * s1 / n' >= 0 with a
+   margin of 1 / (run + 1) by Cauchy-Schwarz, so rounding cannot make q' decrease. */
 struct lt_moments {
     double n, m, q;
     __device__ __forceinline__ void init() { n = 0.0; m = 0.0; q = 0.0; }
@@ -166,6 +179,15 @@ struct lt_moments {
         q = fma(d, x - m, q);
     }
     __device__ __forceinline__ void push(double x, long long) { push_counted(x, 1.0 / (n + 1.0)); }
+    __device__ __forceinline__ void start(double x) { n = 1.0; m = x; q = 0.0; }
+    /* A run of deviations from m, `total` = n + its count, `reciprocal` = 1 / total (one division
+       per thread: every lane of a thread holds the same count). */
+    __device__ __forceinline__ void fold(double s1, double s2, double total, double reciprocal) {
+        const double t = s1 * reciprocal;
+        m += t;
+        q += fma(-s1, t, s2);
+        n = total;
+    }
     __device__ __forceinline__ void merge(const lt_moments& o) {
         if (o.n == 0.0) return;
         if (n == 0.0) { n = o.n; m = o.m; q = o.q; return; }
@@ -182,6 +204,13 @@ struct lt_moments {
         return o;
     }
 };
+
+/* One value of a moments run: its deviation d from the state's mean m into s1 += d, s2 += d * d. */
+__device__ __forceinline__ void lt_deviation_push(double x, double m, double& s1, double& s2) {
+    const double d = x - m;
+    s1 += d;
+    s2 = fma(d, d, s2);
+}
 
 /* Tree over `width` lanes (a power of two, at most 32; every lane of the warp calls it): lane 0 of
    each group of `width` ends with the group's state, combined in a fixed order. */

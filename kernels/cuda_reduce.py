@@ -15,7 +15,7 @@ import numpy as np
 
 from . import launch_log
 from .cuda_layout import BLOCK
-from .cuda_reduce_layout import ReduceGeometry, plan_finish, plan_reduction
+from .cuda_reduce_layout import MOMENT_LANES, ReduceGeometry, plan_finish, plan_reduction
 from .program import ElementwiseProgram, Reduction
 from .render_cuda_reduce import render_cuda_finish, render_cuda_reduce, state_dtype
 
@@ -87,13 +87,14 @@ def plan(backend, program: ElementwiseProgram, spec: Reduction, inputs, device_i
     itemsizes = [np.dtype(d).itemsize for d in program.input_dtypes()]
     operands = _operands(inputs)
     # The layout does not depend on the occupancy; the chunk count does: plan, compile, measure, re-plan.
-    provisional = plan_reduction(spec.in_shape, spec.axes, operands, itemsizes, sm_count, 1)
+    lanes = MOMENT_LANES if spec.kind in ("var", "meanvar") else None
+    provisional = plan_reduction(spec.in_shape, spec.axes, operands, itemsizes, sm_count, 1, lanes)
     kernel, how = _kernel(backend, _main_key(program, spec, provisional.layout),
                           lambda: render_cuda_reduce(program, spec, provisional.layout))
     function = backend._function(kernel, device_id)
     with cp.cuda.Device(device_id):
         resident = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, BLOCK, 0)
-    geometry = plan_reduction(spec.in_shape, spec.axes, operands, itemsizes, sm_count, max(1, resident))
+    geometry = plan_reduction(spec.in_shape, spec.axes, operands, itemsizes, sm_count, max(1, resident), lanes)
     launch = ReductionLaunch(function, kernel, geometry, spec, scalar_converters(program))
     launch.compiled.append((kernel, *how))
     if geometry.chunks > 1:

@@ -17,7 +17,8 @@ koff(k) + roff(r), both from per-dimension stride classes: 0 (broadcast), 1, or 
    With more than one chunk, every block writes one partial state per output to a scratch array and
    a second kernel combines the chunks in order; with one chunk the first kernel writes the result.
 3. Vector width: 16-byte loads along the innermost dimension when every operand has stride 0 or 1
-   there, its extent (in rows) is a multiple of the width, and the vector-read operands are aligned.
+   there, its extent (in rows) is a multiple of the width, and the vector-read operands are aligned;
+   var/meanvar take at most MOMENT_LANES lanes (their state is large), with more loads in flight.
 4. Chunk counts and grids depend on the sizes, the SM count and the kernel's occupancy only, never on
    timing, so the reduction order, hence every bit of the result, is the same run after run.
 """
@@ -32,7 +33,17 @@ from .cuda_layout import BLOCK, RUNTIME, VECTOR_BYTES, element_strides
 KEPT, REDUCED = "k", "r"
 LOADS_IN_FLIGHT_BYTES = 64     # per thread per loop step: enough bytes in flight to cover DRAM latency
 MAX_UNROLL = 4
+MOMENT_LANES = 4               # var/meanvar: at most this many outputs (or vector lanes) per thread. Each
+                               # lane holds four doubles (lt_moments' mean and M2, the run's two sums):
+                               # eight float16 lanes took 96 registers, two blocks per SM and 32 KB of
+                               # loads in flight per SM, too few to cover DRAM latency (1.44x the floor
+                               # on the H200); four lanes with twice the unroll keep 64 bytes in flight
+                               # per thread at four blocks per SM (1.13x)
+MOMENT_BLOCKS_PER_SM = 4       # and their kernels are compiled for four resident blocks (at most 64
+                               # registers): with the same 61 registers, ptxas's schedule for this
+                               # occupancy read (64, 224, 224, 64) float16 in 100 us, not 111
 FINISH_WARP_MIN_CHUNKS = 16    # from this many chunks on, a warp (not one thread) combines an output's
+FINISH_BLOCK_MIN_CHUNKS = 128  # and from this many on, a whole block
 STRUCTURE_BLOCKS_PER_SM = 4    # the occupancy the loop-shape choice assumes, so the kernel's structure
                                # is known before it is compiled (its real occupancy sets the chunks)
 _INT32_MAX = 2**31 - 1
@@ -153,10 +164,11 @@ def _pow2_at_least(n: int) -> int:
 
 
 def plan_reduction(in_shape: tuple, axes: tuple, inputs, input_itemsizes: list, sm_count: int,
-                   blocks_per_sm: int) -> ReduceGeometry:
+                   blocks_per_sm: int, max_lanes: int | None = None) -> ReduceGeometry:
     """The layout and grid of a reduction over `axes` of `in_shape` reading `inputs`: a sequence of
     (shape, strides in bytes, address), each broadcasting to in_shape. `blocks_per_sm`: resident
-    blocks of the kernel per SM (the chunk count fills one wave of the GPU)."""
+    blocks of the kernel per SM (the chunk count fills one wave of the GPU). `max_lanes`: a cap on
+    the vector width for accumulators too large to hold many of per thread (MOMENT_LANES)."""
     tags = tuple(REDUCED if d in axes else KEPT for d in range(len(in_shape)))
     K = int(np.prod([e for e, t in zip(in_shape, tags) if t == KEPT], dtype=np.int64))
     R = int(np.prod([e for e, t in zip(in_shape, tags) if t == REDUCED], dtype=np.int64))
@@ -187,9 +199,15 @@ def plan_reduction(in_shape: tuple, axes: tuple, inputs, input_itemsizes: list, 
         inner = nk - 1
         vector, notes = (1, ()) if empty or not inputs else _vector_plan(
             inner, kept_extents[-1], per_operand, input_itemsizes, addresses, False)
+    max_unroll = MAX_UNROLL
+    if max_lanes and vector > max_lanes:
+        vector = max_lanes                 # narrower loads, more of them: the same bytes in flight
+        step_bytes = sum(vector * size for size in input_itemsizes)
+        max_unroll = 2 * MAX_UNROLL
+    else:
+        step_bytes = sum((VECTOR_BYTES if vector > 1 else size) for size in input_itemsizes) or 1
     tail = shape == "rows" and vector > 1 and R % vector != 0
-    step_bytes = sum((VECTOR_BYTES if vector > 1 else size) for size in input_itemsizes) or 1
-    unroll = max(1, min(MAX_UNROLL, LOADS_IN_FLIGHT_BYTES // step_bytes))
+    unroll = max(1, min(max_unroll, LOADS_IN_FLIGHT_BYTES // step_bytes))
 
     wave = max(1, sm_count * blocks_per_sm)
     if shape == "rows":
@@ -223,13 +241,18 @@ def plan_reduction(in_shape: tuple, axes: tuple, inputs, input_itemsizes: list, 
 
 @dataclass(frozen=True)
 class FinishLayout:
-    """The combining kernel: `group` threads per output (1, or a warp when there are many chunks)."""
+    """The combining kernel: `group` threads per output (1, a warp, or the whole block)."""
     group: int
     index64: bool
 
 
 def plan_finish(K: int, chunks: int) -> tuple:
-    """-> (FinishLayout, grid) of the kernel combining `chunks` partial states of each of K outputs."""
-    group = 32 if chunks >= FINISH_WARP_MIN_CHUNKS else 1
-    index64 = K * max(chunks, 1) * 32 + (1 << 24) > _INT32_MAX
+    """-> (FinishLayout, grid) of the kernel combining `chunks` partial states of each of K outputs.
+    Its time is latency: dependent loads and merges, one after another in each thread. A thread per
+    output walks every chunk; from FINISH_WARP_MIN_CHUNKS on a warp shares them, from
+    FINISH_BLOCK_MIN_CHUNKS on a block does (a warp walking 528 chunks of moments took 8 to 11 us
+    on the H200, against 12 us for the read of a 51 MB tensor)."""
+    group = (BLOCK if chunks >= FINISH_BLOCK_MIN_CHUNKS else
+             32 if chunks >= FINISH_WARP_MIN_CHUNKS else 1)
+    index64 = K * max(chunks, 1) * max(group, 32) + (1 << 24) > _INT32_MAX
     return FinishLayout(group, index64), (max(1, -(-K * group // BLOCK)),)

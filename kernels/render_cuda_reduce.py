@@ -8,7 +8,9 @@ the loop skeleton follows the ReduceLayout (kernels/cuda_reduce_layout.py):
   one accumulator per vector lane; the lanes, then the group (warp shuffles, or shuffles and shared
   memory across the block) are combined in a fixed tree.
 - columns: each thread owns `vector` adjacent outputs and steps along the reduced rows of its chunk;
-  the block's row slots are then combined through shared memory in a fixed tree.
+  the block's row slots are then combined in a fixed tree, every lane at once: warp shuffles between
+  the slots of one warp, shared memory between warps. var/meanvar sum deviations from the running
+  mean in runs of MOMENT_RUN rows (lt_moments::fold) instead of a Welford update per value.
 Chunks are interleaved, not contiguous: chunk c of C takes steps c, c + C, c + 2C, ... so that all
 blocks stream through neighbouring memory together rather than as hundreds of far-apart streams (on
 the H200, the per-channel sum of (2**22, 64) float32 took 1.21x the floor with contiguous chunks,
@@ -27,7 +29,7 @@ import numpy as np
 from .cuda_accumulators import ACCUMULATORS
 from .cuda_layout import BLOCK, RUNTIME
 from .cuda_prelude import prelude
-from .cuda_reduce_layout import FinishLayout, ReduceLayout
+from .cuda_reduce_layout import MOMENT_BLOCKS_PER_SM, FinishLayout, ReduceLayout
 from .program import ElementwiseProgram, Reduction
 # The element code of the elementwise renderer: one SSA body per element, its values in registers.
 from .render_cuda import EXACT, STORAGE, CudaSource, body_lines, register_value, \
@@ -37,6 +39,7 @@ _F16 = np.dtype(np.float16)
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 _NAME = "LT_KERNEL_NAME"
+MOMENT_RUN = 32        # rows per run of the columns moments (lt_moments::fold)
 
 
 def accumulator_type(spec: Reduction) -> str:
@@ -190,18 +193,22 @@ class _Kernel:
     def vector_step(self, u: int, vector_dim: int, index: str, lane_states: bool) -> list:
         """Push the `vector` lanes of load step u: lane l into st[l]. `index` formats `{l}` into the
         reduced index of lane l (argmax/argmin)."""
-        v = self.layout.vector
-        lines = []
         moments = self.spec.kind in ("var", "meanvar")
+        lines = []
         if moments:     # every lane holds the same count: one division for all of them
             lines.append(f"const double rcp{u} = 1.0 / (st[0].n + 1.0);")
-        for lane in range(v):
+            return lines + self.lanes(u, vector_dim, "st[{l}].push_counted({x}, rcp%d);" % u)
+        return self.lanes(u, vector_dim, f"st[{{l}}].push({{x}}, {index});")
+
+    def lanes(self, u: int, vector_dim: int, push: str) -> list:
+        """The `vector` lanes of load step u, each computed and handed to `push`, which formats `{x}`
+        (the value) and `{l}` (the lane)."""
+        lines = []
+        for lane in range(self.layout.vector):
             def element_of(k, lane=lane):
                 ref = f"in{k}_v{u}[{lane}]" if self.layout.access[k][vector_dim] == 1 else f"in{k}_b{u}"
                 return register_value(ref, self.dtypes[k])
-            push = (f"st[{lane}].push_counted({{x}}, rcp{u});" if moments else
-                    f"st[{lane}].push({{x}}, {index.format(l=lane)});")
-            lines += self.element(element_of, push)
+            lines += self.element(element_of, push.replace("{l}", str(lane)))
         return lines
 
     def scalar_element(self, koff: str, roff: str, push: str) -> list:
@@ -297,7 +304,8 @@ def _columns_body(kernel: _Kernel) -> list:
     # Chunk c takes the row blocks c, c + C, c + 2C, ... (`row_slots` rows each).
     loop += [f"const lt_index stride = C * {slots};", f"lt_index j = c * {slots} + ty;"]
 
-    def step(u_count: int, stride: str) -> list:
+    def steps(u_count: int, push: str) -> list:
+        """`u_count` load steps from row j on; `push` formats `{x}`, `{l}` (lane) and `{r}` (row)."""
         body = []
         for u in range(u_count):
             body.append(f"const lt_index r{u} = j + {u} * stride;")
@@ -306,24 +314,23 @@ def _columns_body(kernel: _Kernel) -> list:
             if v > 1:
                 body += kernel.loads(u, vector_dim, "in{k}_k", f"in{{k}}_r{u}")
         for u in range(u_count):
+            at = push.replace("{r}", f"r{u}")
             if v > 1:
-                body += kernel.vector_step(u, vector_dim, f"r{u}", True)
+                body += kernel.lanes(u, vector_dim, at)
             else:
-                body += kernel.scalar_element("in{k}_k", f"in{{k}}_r{u}", f"st[0].push({{x}}, r{u});")
-        return [f"for (; {stride}) {{"] + _indent(body) + ["}"]
+                body += kernel.scalar_element("in{k}_k", f"in{{k}}_r{u}", at.replace("{l}", "0"))
+        return body
 
-    if u_n > 1:
-        loop += step(u_n, f"j + {u_n - 1} * stride < R; j += {u_n} * stride")
-    loop += step(1, "j < R; j += stride")
+    if kernel.spec.kind in ("var", "meanvar"):
+        loop += _moment_runs(steps, v, u_n)
+    else:
+        push = "st[{l}].push({x}, {r});"
+        if u_n > 1:
+            loop += [f"for (; j + {u_n - 1} * stride < R; j += {u_n} * stride) {{",
+                     *_indent(steps(u_n, push)), "}"]
+        loop += ["for (; j < R; j += stride) {", *_indent(steps(1, push)), "}"]
     lines += ["if (active) {"] + _indent(loop) + ["}"]
-    if slots > 1:
-        lines.append(f"__shared__ {kernel.acc} slot_states[{BLOCK}];")
-        for lane in range(v):
-            lines += [f"slot_states[threadIdx.x] = st[{lane}];", "__syncthreads();",
-                      f"for (int half = {slots // 2}; half > 0; half >>= 1) {{",
-                      f"    if (ty < half) slot_states[threadIdx.x].merge(slot_states[threadIdx.x + half * {g}]);",
-                      "    __syncthreads();", "}",
-                      f"if (ty == 0) st[{lane}] = slot_states[threadIdx.x];", "__syncthreads();"]
+    lines += _combine_row_slots(kernel)
     store = []
     for lane in range(v):
         s = f"st[{lane}]"
@@ -331,6 +338,60 @@ def _columns_body(kernel: _Kernel) -> list:
         store += ["if (C == 1) {", *_indent(store_lines(kernel.spec, s, at)), "} else {",
                   f"    partial[c * K + {at}] = {s};", "}"]
     lines += ["if (active && ty == 0) {", *_indent(store), "}"]
+    return lines
+
+
+def _moment_runs(steps, v: int, u_n: int) -> list:
+    """The columns loop of var/meanvar: each lane's state starts from the thread's first row, then
+    takes runs of at most MOMENT_RUN rows as sums of deviations from its mean (lt_moments::fold,
+    which says why and how accurate)."""
+    lanes = range(v)
+    lines = ["if (j < R) {", *_indent(steps(1, "st[{l}].start({x});")), "    j += stride;", "}",
+             "while (j < R) {"]
+    run = [f"int run = (int)min((lt_index)((R - 1 - j) / stride + 1), (lt_index){MOMENT_RUN});",
+           "const double total = st[0].n + (double)run;",
+           "const double reciprocal = 1.0 / total;",
+           *[f"double s1_{l} = 0.0, s2_{l} = 0.0;" for l in lanes]]
+    push = "lt_deviation_push({x}, st[{l}].m, s1_{l}, s2_{l});"
+    if u_n > 1:
+        run += [f"for (; run >= {u_n}; run -= {u_n}, j += {u_n} * stride) {{", *_indent(steps(u_n, push)), "}"]
+    run += ["for (; run > 0; --run, j += stride) {", *_indent(steps(1, push)), "}"]
+    run += [f"st[{l}].fold(s1_{l}, s2_{l}, total, reciprocal);" for l in lanes]
+    return lines + _indent(run) + ["}"]
+
+
+def _combine_row_slots(kernel: _Kernel) -> list:
+    """Combine the states of a block's row slots into row slot 0, every lane at once in a fixed tree:
+    warp shuffles between the row slots that share a warp, then shared memory between warps (one
+    barrier per level, not one per level and lane: with eight lanes of double moments the lane-by-
+    lane tree held each block ~40 barriers and dependent divisions at its end)."""
+    lay = kernel.layout
+    v, g, slots = lay.vector, lay.group, lay.row_slots
+    if slots == 1:
+        return []
+    lines = []
+    if g < 32:          # 32 / g row slots per warp: shuffles leave their state in the first row's threads
+        off = 16
+        while off >= g:
+            lines += [f"st[{l}].merge(st[{l}].shfl_down({off}, 32));" for l in range(v)]
+            off //= 2
+        groups, member, holder = BLOCK // 32, "(int)(threadIdx.x / 32)", f"(threadIdx.x % 32) < {g}"
+    else:
+        groups, member, holder = slots, "ty", "true"
+    if groups == 1:
+        return lines
+    lines += [f"__shared__ {kernel.acc} slot_states[{groups // 2 * g * v}];",
+              f"const int member = {member};", f"const bool holder = {holder};"]
+    half = groups // 2
+    while half >= 1:
+        lines += [f"if (holder && member >= {half} && member < {2 * half}) {{",
+                  *[f"    slot_states[((member - {half}) * {v} + {l}) * {g} + tx] = st[{l}];" for l in range(v)],
+                  "}", "__syncthreads();", f"if (holder && member < {half}) {{",
+                  *[f"    st[{l}].merge(slot_states[(member * {v} + {l}) * {g} + tx]);" for l in range(v)],
+                  "}"]
+        if half > 1:
+            lines.append("__syncthreads();")
+        half //= 2
     return lines
 
 
@@ -350,7 +411,8 @@ def render_cuda_reduce(program: ElementwiseProgram, spec: Reduction, layout: Red
     body = [f"typedef {index_t} lt_index;", f"typedef {uindex_t} lt_uindex;"]
     body += _rows_body(kernel) if layout.shape == "rows" else _columns_body(kernel)
     signature = ",\n        ".join(_signature(kernel))
-    text = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) {_NAME}(\n        {signature})',
+    bounds = f"{BLOCK}, {MOMENT_BLOCKS_PER_SM}" if spec.kind in ("var", "meanvar") else f"{BLOCK}"
+    text = "\n".join([f'extern "C" __global__ void __launch_bounds__({bounds}) {_NAME}(\n        {signature})',
                       "{", *_indent(body), "}", ""])
     return _finish("reduce", text, uses_float16(program) or spec.out_dtype == _F16)
 
@@ -369,7 +431,9 @@ def render_cuda_finish(spec: Reduction, layout: FinishLayout) -> CudaSource:
             f"    const lt_index lo = (lt_index)lane * C / {g}, hi = ((lt_index)lane + 1) * C / {g};",
             "    for (lt_index c = lo; c < hi; ++c) s.merge(partial[c * K + k]);",
             "}"]
-    if g > 1:
+    if g == BLOCK:
+        body.append(f"s = lt_block_reduce<{acc}, {BLOCK}>(s);")
+    elif g > 1:
         body.append(f"s = lt_warp_reduce(s, {g});")
     body += ["if (k < K && lane == 0) {", *_indent(store_lines(spec, "s", "k")), "}"]
     params = [f"const {acc}* __restrict__ partial", f"{STORAGE[spec.out_dtype]}* __restrict__ out",

@@ -12,7 +12,7 @@ import lazytensor as lt
 from lazytensor.kernels.cuda_accumulators import ACCUMULATORS
 from lazytensor.kernels.cuda_layout import BLOCK
 from lazytensor.kernels.cuda_prelude import prelude
-from lazytensor.kernels.cuda_reduce_layout import plan_finish, plan_reduction
+from lazytensor.kernels.cuda_reduce_layout import MOMENT_LANES, plan_finish, plan_reduction
 from lazytensor.kernels.nvrtc_check import compile_to_ptx
 from lazytensor.kernels.ops import DTYPES
 from lazytensor.kernels.program import Reduction, program_for
@@ -54,8 +54,8 @@ def _render(expr):
     geometry = plan_reduction(spec.in_shape, spec.axes, _operands(inputs),
                               [np.dtype(d).itemsize for d in program.input_dtypes()], SM_COUNT, BLOCKS_PER_SM)
     sources = [render_cuda_reduce(program, spec, geometry.layout)]
-    layout, _ = plan_finish(geometry.K, max(geometry.chunks, 64))     # the finish kernel of a chunked run
-    sources.append(render_cuda_finish(spec, layout))
+    for chunks in (64, 1024):       # the finish kernels of a chunked run: a warp, a block per output
+        sources.append(render_cuda_finish(spec, plan_finish(geometry.K, chunks)[0]))
     return geometry, sources
 
 
@@ -113,7 +113,8 @@ def _meanvar_sources(dtype, shape):
     x = np.ones(shape, dtype)
     program = program_for((("load", dtype, 0),), 1, (), dtype)
     spec = Reduction("meanvar", tuple(range(len(shape) - 1)), shape, F64, F32)
-    geometry = plan_reduction(shape, spec.axes, _operands([x]), [dtype.itemsize], SM_COUNT, BLOCKS_PER_SM)
+    geometry = plan_reduction(shape, spec.axes, _operands([x]), [dtype.itemsize], SM_COUNT, BLOCKS_PER_SM,
+                              MOMENT_LANES)
     return geometry, [render_cuda_reduce(program, spec, geometry.layout),
                       render_cuda_finish(spec, plan_finish(geometry.K, geometry.chunks)[0])]
 
@@ -124,9 +125,19 @@ def test_batch_norm_statistics_are_columns_over_collapsed_nhw(dtype):
     lay = geometry.layout
     assert lay.shape == "columns" and (lay.kept_ndim, lay.reduced_ndim) == (1, 1)
     assert geometry.kept_extents == (64,) and geometry.reduced_extents == (32 * 56 * 56,)
-    assert lay.vector == 16 // dtype.itemsize and geometry.chunks > 1
+    # Four channels per thread (four doubles of state each), 64 bytes of loads in flight.
+    assert lay.vector == MOMENT_LANES == 4 and lay.vector * dtype.itemsize * lay.unroll == 64
+    assert geometry.chunks > 1
     text = _compile_together(sources)
     assert "atom" not in text               # no atomics: a fixed reduction order
+    assert "lt_deviation_push" in sources[0].kernel and "push_counted" not in sources[0].kernel
+
+
+def test_finish_kernel_takes_a_block_per_output_with_many_chunks():
+    assert plan_finish(64, 8)[0].group == 1
+    assert plan_finish(64, 64)[0].group == 32
+    layout, grid = plan_finish(64, 528)
+    assert layout.group == BLOCK and grid == (64,)
 
 
 def test_benchmark_cases_plan_multi_block_reductions():

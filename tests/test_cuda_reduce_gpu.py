@@ -149,6 +149,31 @@ def test_meanvar_statistics(shape, dtype):
     np.testing.assert_allclose(got[1], x64.var(0), rtol=2e-7, atol=(n + 2) * 2e-16 * (x64 ** 2).mean())
 
 
+def test_moments_keep_double_precision_with_a_large_mean():
+    """The columns loops sum deviations from a running mean in runs (lt_moments::fold): data with a
+    mean far larger than its spread, a mean that drifts along the rows, and columns long enough for
+    several runs per thread, against float64 NumPy."""
+    backend = backend_for("cuda")
+    import cupy
+    rng = np.random.default_rng(4)
+    rows = 1 << 19
+    drift = np.linspace(0, 3e4, rows)[:, None]
+    cases = [((rng.standard_normal((rows, 64)) * 1e-2 + 1e4).astype(np.float32), 1e-6),
+             ((rng.standard_normal((rows, 64)) + 1000).astype(np.float16), 2e-7),
+             ((rng.standard_normal((rows, 64)) + drift).astype(np.float32), 2e-7),
+             ((rng.standard_normal((rows // 64, 8, 8, 64)) * 1e-3 - 50).astype(np.float32), 1e-6)]
+    for x, rtol in cases:
+        program = program_for((("load", x.dtype, 0),), 1, (), x.dtype)
+        spec = Reduction("meanvar", tuple(range(x.ndim - 1)), x.shape, F64, np.dtype(np.float32))
+        stats = cupy.empty((2, x.shape[-1]), np.float32)
+        FusedReduction(backend, program, spec, stats, [cupy.asarray(x)], []).run()
+        x64 = x.astype(F64).reshape(-1, x.shape[-1])
+        np.testing.assert_allclose(stats[0].get(), x64.mean(0), rtol=2e-7)
+        np.testing.assert_allclose(stats[1].get(), x64.var(0), rtol=rtol)
+    t = lt.asarray(cases[0][0], device="cuda")
+    np.testing.assert_allclose(t.var(axis=0).numpy(), cases[0][0].astype(F64).var(0), rtol=1e-6)
+
+
 def test_bitwise_deterministic_over_runs():
     rng = np.random.default_rng(9)
     x = rng.standard_normal((20011, 131)).astype(np.float32)
