@@ -6,7 +6,8 @@ import numpy as np
 from lazytensor import dtypes as _dt
 from lazytensor.expr import Const, Expr
 from lazytensor.operand import Operand
-from lazytensor.plan import _address, plan
+from lazytensor.memory import address as _address
+from lazytensor.plan import plan
 from lazytensor.shapes import check_assignable
 from lazytensor.tensor import Tensor, asarray, empty
 

@@ -17,39 +17,11 @@ from lazytensor.kernels.program import program_for
 from lazytensor.lower import lower
 from lazytensor.steps import FusedElementwise, FusedReduction
 from lazytensor import recipes
+from lazytensor.memory import address as _address, may_overlap, owner
 from lazytensor import tensor as _tensor
 
 
 # -- aliasing ---------------------------------------------------------------------------------------
-
-def _root_base(a):
-    # Not only arrays: as_strided (reshape views) hangs its array on a wrapper object's .base.
-    while getattr(a, "base", None) is not None:
-        a = a.base
-    return a
-
-
-def _address(a) -> int:
-    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
-
-
-def may_overlap(a, b) -> bool:
-    if isinstance(a, np.ndarray):
-        return np.may_share_memory(a, b)
-
-    def extent(x):
-        lo = hi = _address(x)
-        for n, s in zip(x.shape, x.strides):
-            if n == 0:
-                return (0, 0)
-            if s > 0:
-                hi += (n - 1) * s
-            else:
-                lo += (n - 1) * s
-        return lo, hi + x.itemsize
-    (alo, ahi), (blo, bhi) = extent(a), extent(b)
-    return alo < bhi and blo < ahi
-
 
 def aliased(out, inputs) -> bool:
     """True when an input shares memory with `out` but is read through another index map."""
@@ -58,8 +30,8 @@ def aliased(out, inputs) -> bool:
         if a is out:
             continue
         if ob is None:
-            ob = _root_base(out)
-        if _root_base(a) is not ob:
+            ob = owner(out)
+        if owner(a) is not ob:
             continue
         if a.shape == out.shape and a.strides == out.strides and _address(a) == _address(out):
             continue

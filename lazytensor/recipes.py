@@ -19,21 +19,17 @@ memory with an input (the aliasing rules then depend on the addresses), are plan
 from __future__ import annotations
 
 import functools
+import math
 import sys
 
 import numpy as np
 
 from lazytensor.expr import Const, Expr
+from lazytensor.memory import address, extent, owner, owner_address
 from lazytensor.tensor import Tensor
 
 _MAX_RECIPES = 256
 _recipes: dict = {}
-
-
-def _root_base(a):
-    while getattr(a, "base", None) is not None:
-        a = a.base
-    return a
 
 
 def _place(a):
@@ -56,7 +52,7 @@ def signature(root, out):
     parts: list = []
     tensors: list = []
     holders: list = []
-    bases: dict = {id(_root_base(out)): -1}
+    owners: dict = {id(owner(out)): -1}
     stack = [(root, False)]
     while stack:
         node, expanded = stack.pop()
@@ -67,9 +63,9 @@ def signature(root, out):
             a = node.data
             layout = node.layout
             if layout is None:              # a tensor's array never changes: read it once
-                layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), _address(a) & 15),
-                                        id(_root_base(a)))
-            first = bases.setdefault(layout[1], len(tensors))
+                layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), address(a) & 15),
+                                        id(owner(a)))
+            first = owners.setdefault(layout[1], len(tensors))
             if first == -1:
                 return None                 # the destination's memory is read: aliasing depends on addresses
             part = (layout[0], first)
@@ -90,7 +86,7 @@ def signature(root, out):
             continue
         index[id(node)] = len(parts)
         parts.append(part)
-    key = (tuple(parts), out.shape, out.strides, out.dtype, _place(out), _address(out) & 15, type(out))
+    key = (tuple(parts), out.shape, out.strides, out.dtype, _place(out), address(out) & 15, type(out))
     return key, tensors, holders
 
 
@@ -101,33 +97,47 @@ class Source(tuple):
 
 class Recipe:
     """The steps of one plan with every array replaced by where it comes from, so that the recipe
-    holds no memory: ("tensor", i), ("out",), or ("temp", j, byte offset, shape, dtype, strides) for a view
-    of the j-th fresh allocation, whose (shape, dtype) is in `temps`."""
+    holds no memory: ("tensor", i), ("out",), or ("temp", j, byte offset, shape, dtype, strides)
+    for an array in the j-th allocation the plan made (a temporary, or a view of one). A fresh
+    allocation of the same span replaces each at every instantiation, the arrays at the same
+    offsets in it."""
 
     def __init__(self, steps, tensors, out, holders, backend):
         self.backend = backend
-        self.temps: list = []
-        temp_index: dict = {}
+        owners: dict = {}                   # id(owner) -> j
+        spans: list = []                    # per allocation: [bytes it must hold, (shape, dtype) of an array filling it]
         where = {id(a): Source(("tensor", i)) for i, a in enumerate(tensors)}
         where[id(out)] = Source(("out",))
-        reserved = {id(_root_base(a)) for a in (*tensors, out)}
+        reserved = {id(owner(a)) for a in (*tensors, out)}
 
         def source(a):
             known = where.get(id(a))
             if known is not None:
                 return known
-            base = _root_base(a)
-            if id(base) in reserved:
+            own = owner(a)
+            if id(own) in reserved:
                 raise _NotRebindable("a step holds a view of an input or of the destination")
-            j = temp_index.get(id(base))
+            j = owners.get(id(own))
             if j is None:
-                j = temp_index[id(base)] = len(self.temps)
-                self.temps.append((base.shape, base.dtype))
-            return Source(("temp", j, _address(a) - _address(base), a.shape, a.dtype, a.strides))
+                j = owners[id(own)] = len(spans)
+                spans.append([0, None])
+            base = owner_address(own)
+            lo, hi = extent(a)
+            offset = address(a) - base
+            if lo < base:
+                raise _NotRebindable("an array starts before its allocation")
+            spans[j][0] = max(spans[j][0], hi - base)
+            if offset == 0 and a.flags.c_contiguous and hi - base == spans[j][0]:
+                spans[j][1] = (a.shape, a.dtype)
+            return Source(("temp", j, offset, a.shape, a.dtype, a.strides))
 
         self.steps = [StepTemplate(step, source) for step in steps]
         self.exports = [[(name, ("array", source(v.data), v.device) if isinstance(v, Tensor) else ("value", v))
                          for name, v in vars(h).items()] for h in holders]
+        # Allocate each as the array that fills it where there is one (that array is then the
+        # allocation itself, no view to make), else as bytes.
+        self.temps = [(filled if filled is not None and filled[1].itemsize * math.prod(filled[0]) >= size
+                       else ((size,), np.dtype(np.uint8))) for size, filled in spans]
 
     def instantiate(self, tensors, out, holders):
         """The recipe's steps over these arrays, with fresh temporaries; fills the result holders."""
@@ -160,10 +170,6 @@ class Recipe:
 
 class _NotRebindable(Exception):
     pass
-
-
-def _address(a) -> int:
-    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
 
 
 class StepTemplate:
