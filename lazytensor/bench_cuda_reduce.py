@@ -4,14 +4,16 @@
 3. x - x.mean(axis=0) on that tensor (a reduction step, then an elementwise step).
 
 Floor = bytes that must move / the bandwidth of a CuPy copy of 1 GiB measured here. GPU times come
-from CUDA events around the call, after warm-up, median of the runs, on data much larger than the
-60 MB L2. A peer that fails prints its error in the notes instead of stopping the table.
+from CUDA events around bursts of back-to-back calls, after warm-up, median per call, on data much
+larger than the 60 MB L2. A peer that fails prints its error in the notes instead of stopping the table.
 """
 from __future__ import annotations
 
 import statistics
 
 import numpy as np
+
+from lazytensor.kernels.cuda_timing import burst_ms
 
 from lazytensor.bench_table import Table
 
@@ -22,19 +24,26 @@ SLOW_PEER_SECONDS = 0.05      # peers slower than this get three timed runs, not
 
 
 def _gpu_seconds(cp, fn, repeat=REPEAT, warmup=2) -> float:
+    """Seconds per call over bursts of back-to-back calls (kernels/cuda_timing.py), as the other
+    suites time; a peer slower than SLOW_PEER_SECONDS is timed by three single calls instead."""
     for _ in range(warmup):
         fn()
     start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(repeat):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
-        if times[0] > SLOW_PEER_SECONDS and len(times) == 3:
-            break
-    return statistics.median(times)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    once = cp.cuda.get_elapsed_time(start, end) * 1e-3
+    if once > SLOW_PEER_SECONDS:
+        times = [once]
+        for _ in range(2):
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
+        return statistics.median(times)
+    return burst_ms(fn, bursts=repeat, burst=10, warmup=0) * 1e-3
 
 
 def copy_bandwidth(cp) -> float:
