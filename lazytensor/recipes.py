@@ -100,7 +100,8 @@ class Recipe:
     holds no memory: ("tensor", i), ("out",), or ("temp", j, byte offset, shape, dtype, strides)
     for an array in the j-th allocation the plan made (a temporary, or a view of one). A fresh
     allocation of the same span replaces each at every instantiation, the arrays at the same
-    offsets in it."""
+    offsets in it. The distinct sources are numbered, and each step is rebuilt by a small
+    generated function that reads its arrays from the list of resolved sources."""
 
     def __init__(self, steps, tensors, out, holders, backend):
         self.backend = backend
@@ -109,62 +110,61 @@ class Recipe:
         where = {id(a): Source(("tensor", i)) for i, a in enumerate(tensors)}
         where[id(out)] = Source(("out",))
         reserved = {id(owner(a)) for a in (*tensors, out)}
+        numbers: dict = {}                  # Source -> its index in self.sources
 
         def source(a):
-            known = where.get(id(a))
-            if known is not None:
-                return known
-            own = owner(a)
-            if id(own) in reserved:
-                raise _NotRebindable("a step holds a view of an input or of the destination")
-            j = owners.get(id(own))
-            if j is None:
-                j = owners[id(own)] = len(spans)
-                spans.append([0, None])
-            base = owner_address(own)
-            lo, hi = extent(a)
-            offset = address(a) - base
-            if lo < base:
-                raise _NotRebindable("an array starts before its allocation")
-            spans[j][0] = max(spans[j][0], hi - base)
-            if offset == 0 and a.flags.c_contiguous and hi - base == spans[j][0]:
-                spans[j][1] = (a.shape, a.dtype)
-            return Source(("temp", j, offset, a.shape, a.dtype, a.strides))
+            src = where.get(id(a))
+            if src is None:
+                own = owner(a)
+                if id(own) in reserved:
+                    raise _NotRebindable("a step holds a view of an input or of the destination")
+                j = owners.get(id(own))
+                if j is None:
+                    j = owners[id(own)] = len(spans)
+                    spans.append([0, None])
+                base = owner_address(own)
+                lo, hi = extent(a)
+                offset = address(a) - base
+                if lo < base:
+                    raise _NotRebindable("an array starts before its allocation")
+                spans[j][0] = max(spans[j][0], hi - base)
+                if offset == 0 and a.flags.c_contiguous and hi - base == spans[j][0]:
+                    spans[j][1] = (a.shape, a.dtype)
+                src = Source(("temp", j, offset, a.shape, a.dtype, a.strides))
+            return Source((numbers.setdefault(src, len(numbers)),))
 
-        self.steps = [StepTemplate(step, source) for step in steps]
-        self.exports = [[(name, ("array", source(v.data), v.device) if isinstance(v, Tensor) else ("value", v))
+        templates = [StepTemplate(step, source) for step in steps]
+        self.exports = [[(name, ("array", source(v.data)[0], v.device) if isinstance(v, Tensor) else ("value", v))
                          for name, v in vars(h).items()] for h in holders]
+        self.sources = sorted(numbers, key=numbers.get)
         # Allocate each as the array that fills it where there is one (that array is then the
         # allocation itself, no view to make), else as bytes.
         self.temps = [(filled if filled is not None and filled[1].itemsize * math.prod(filled[0]) >= size
                        else ((size,), np.dtype(np.uint8))) for size, filled in spans]
+        self.builders = [t.compile() for t in templates]
 
     def instantiate(self, tensors, out, holders):
         """The recipe's steps over these arrays, with fresh temporaries; fills the result holders."""
         backend = self.backend
         fresh = [backend.empty(shape, dtype) for shape, dtype in self.temps]
-        made: dict = {}
-
-        def array(src):
+        arrays = []
+        for src in self.sources:
             kind = src[0]
             if kind == "tensor":
-                return tensors[src[1]]
-            if kind == "out":
-                return out
-            a = made.get(src)
-            if a is None:
+                arrays.append(tensors[src[1]])
+            elif kind == "out":
+                arrays.append(out)
+            else:
                 _, j, offset, shape, dtype, strides = src
                 base = fresh[j]
                 if offset == 0 and shape == base.shape and strides == base.strides and dtype == base.dtype:
-                    a = base
+                    arrays.append(base)
                 else:
-                    a = made[src] = backend.view(base, offset, shape, dtype, strides)
-            return a
-
-        steps = [template.build(array) for template in self.steps]
+                    arrays.append(backend.view(base, offset, shape, dtype, strides))
+        steps = [build(arrays) for build in self.builders]
         for holder, exports in zip(holders, self.exports):
             for name, (kind, v, *device) in exports:
-                setattr(holder, name, Tensor(array(v), device[0]) if kind == "array" else v)
+                setattr(holder, name, Tensor(arrays[v], device[0]) if kind == "array" else v)
         return steps
 
 
@@ -173,34 +173,51 @@ class _NotRebindable(Exception):
 
 
 class StepTemplate:
-    """One step of a recipe: its class and its slots, with Sources where it held arrays; `build`
-    makes the step over real arrays, mapping only the slots that hold a Source."""
+    """One step of a recipe: its class and its slots, with numbered Sources where it held arrays."""
     __slots__ = ("cls", "fields")
 
     def __init__(self, step, f):
         self.cls = cls = type(step)
         reset = getattr(cls, "per_arrays", ())
-        fields = []
-        for name in _slots(cls):
-            v = None if name in reset else _mapped(getattr(step, name), f)
-            fields.append((name, v, _holds_source(v)))
-        self.fields = tuple(fields)
+        self.fields = tuple((name, None if name in reset else _mapped(getattr(step, name), f))
+                            for name in _slots(cls))
 
-    def build(self, f):
-        new = self.cls.__new__(self.cls)
-        for name, v, live in self.fields:
-            setattr(new, name, _mapped(v, f) if live else v)
-        return new
+    def compile(self):
+        """build(arrays) -> the step over arrays[k] for Source (k,): straight-line code, as a step
+        is rebuilt on every call of a training loop."""
+        env = {"new": self.cls.__new__, "cls": self.cls}
+        lines = ["def build(arrays):", "    s = new(cls)"]
+        for name, v in self.fields:
+            lines.append(f"    s.{name} = {_code(v, env)}")
+        lines.append("    return s")
+        exec("\n".join(lines), env)
+        return env["build"]
+
+
+def _code(v, env) -> str:
+    """Python source for `v` with its Sources read from `arrays` and nested steps built."""
+    t = type(v)
+    if t is Source:
+        return f"arrays[{v[0]}]"
+    if t is StepTemplate:
+        name = f"step{len(env)}"
+        env[name] = v.compile()
+        return f"{name}(arrays)"
+    if (t is list or t is tuple) and _holds_source(v):
+        items = ", ".join(_code(x, env) for x in v)
+        return f"[{items}]" if t is list else f"({items},)"
+    if t is list:
+        name = f"c{len(env)}"
+        env[name] = v
+        return f"list({name})"          # a fresh list per step: a step may keep and change its own
+    name = f"c{len(env)}"
+    env[name] = v
+    return name
 
 
 def _mapped(v, f):
-    """`v` with each array (recording) or Source (building) mapped by `f`, through lists, tuples and
-    nested steps (a fallback path)."""
+    """`v` with each array mapped by `f`, through lists, tuples and nested steps (a fallback path)."""
     t = type(v)
-    if t is Source:
-        return f(v)
-    if t is StepTemplate:
-        return v.build(f)
     if t is list:
         return [_mapped(x, f) for x in v]
     if t is tuple:
