@@ -14,6 +14,24 @@ from lazytensor import recipes
 F32 = np.float32
 
 
+def _cudnn_ready() -> bool:
+    if not lt.cuda_usable():
+        return False
+    try:
+        import cudnn  # noqa: F401
+    except Exception:  # noqa: BLE001 - the CBR path on CUDA needs the cuDNN frontend
+        return False
+    return True
+
+
+GPU = [pytest.mark.gpu, pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")]
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=GPU)]
+# (device, storage dtype, in-channels): the CUDA CBR path takes float16 and channels in multiples of 8
+CBR_CONFIGS = [pytest.param("cpu", np.float32, 3, id="cpu"),
+               pytest.param("cuda", np.float16, 8, id="cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+                   not _cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")])]
+
+
 def arr(shape, seed, dtype=F32):
     return (np.random.default_rng(seed).standard_normal(shape) + 0.25).astype(dtype)
 
@@ -48,14 +66,15 @@ HEAVY_EXPRESSIONS = {
 }
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(HEAVY_EXPRESSIONS))
 @given(shape=st.tuples(st.integers(1, 9), st.integers(1, 9)), seed=st.integers(0, 2**16))
 @settings(max_examples=15, deadline=None)
-def test_rebound_plans_match_numpy_on_new_inputs(name, shape, seed):
+def test_rebound_plans_match_numpy_on_new_inputs(device, name, shape, seed):
     build, oracle = HEAVY_EXPRESSIONS[name]
     for k in range(3):          # the second and third evaluations use the recipe of the first
         a_np, b_np = arr(shape, seed + 2 * k), arr(shape, seed + 2 * k + 1)
-        got = lt.evaluate(build(lt.asarray(a_np), lt.asarray(b_np))).numpy()
+        got = lt.evaluate(build(lt.asarray(a_np, device=device), lt.asarray(b_np, device=device))).numpy()
         want = np.asarray(oracle(a_np, b_np), dtype=got.dtype)
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
@@ -99,9 +118,11 @@ def test_a_destination_that_is_also_read_is_planned_every_time(monkeypatch):
     assert len(calls) == 4 and recipes.count() == 0
 
 
-def test_cbr_training_results_are_fresh_each_call():
-    x1, x2 = lt.asarray(arr((2, 6, 6, 3), 1)), lt.asarray(arr((2, 6, 6, 3), 2))
-    block = lt.cbr.CBR(3, 8, 3, padding=1)
+@pytest.mark.parametrize("device, dtype, c", CBR_CONFIGS)
+def test_cbr_training_results_are_fresh_each_call(device, dtype, c):
+    x1 = lt.asarray(arr((2, 6, 6, c), 1, dtype), device=device)
+    x2 = lt.asarray(arr((2, 6, 6, c), 2, dtype), device=device)
+    block = lt.cbr.CBR(c, 8, 3, padding=1, dtype=dtype, device=device)
     y1 = block(x1)
     first = block.saved
     mean1, mask1 = first.saved_mean.numpy().copy(), first.relu_mask.numpy().copy()
@@ -116,7 +137,7 @@ def test_cbr_training_results_are_fresh_each_call():
     np.testing.assert_array_equal(y1.numpy(), y1_copy)
     assert not np.array_equal(block.running_mean.numpy(), rm1)            # updated in place again
     # the rebound call equals calls planned afresh
-    fresh = lt.cbr.CBR(3, 8, 3, padding=1)
+    fresh = lt.cbr.CBR(c, 8, 3, padding=1, dtype=dtype, device=device)
     for x in (x1, x2):
         recipes.clear()
         y = fresh(x)
