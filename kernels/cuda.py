@@ -202,18 +202,19 @@ class CudaBackend:
         """-> a function that runs this assignment (run_elementwise's work) and, called again, only
         launches: a plan's step keeps its arrays and scalars for good, so its kernel arguments are
         built once. The first call records how the kernel was obtained, later ones 'memory'.
-        memo: a LaunchMemo shared by steps whose operands have the same shapes, strides, alignment
-        and device (the copies of a step a plan recipe makes): the launch is looked up once for all."""
+        memo: an object whose `value` keeps the launch plan for steps whose operands have the same
+        shapes, strides, alignment and device (the copies of a step a plan recipe makes): the launch
+        is looked up once for all."""
         if out.size == 0:
             return _nothing
-        if memo is not None and memo.launch is not None:
-            launch, built = memo.launch, None
+        if memo is not None and memo.value is not None:
+            launch, built = memo.value, None
             conv = launch.converters
             args = [out.data, *[a.data for a in inputs], *[conv[k](v) for k, v in enumerate(scalars)], *launch.tail]
         else:
             launch, args, built = self.prepare(program, out, inputs, scalars)
             if memo is not None:
-                memo.launch = launch
+                memo.value = launch
         if mask is not None:
             args.insert(1, mask.data)       # programs with a ReLU mask take it right after `out`
         function, grid, block, n = launch.function, launch.grid, launch.block, out.size

@@ -142,7 +142,8 @@ def _classify(extents: tuple, strides: tuple):
     return tuple(s if s in (0, 1) else RUNTIME for s in strides)
 
 
-def _vector_width(itemsizes: list) -> int:
+def vector_width(itemsizes: list) -> int:
+    """Elements per 16-byte vector move for operands of these item sizes."""
     width = VECTOR_BYTES // min(itemsizes)
     while width > 1 and width * max(itemsizes) > 4 * VECTOR_BYTES:   # at most four 16-byte moves per operand
         width //= 2
@@ -160,7 +161,7 @@ def _vector_plan(extents, strides, access, itemsizes, addresses, names, relu_mas
             notes.append(f"{names[k]} is strided in its innermost dimension")
     if notes:
         return 1, tuple(notes)
-    width = _vector_width([itemsizes[k] for k in vector_read])
+    width = vector_width([itemsizes[k] for k in vector_read])
     if relu_mask:      # a whole mask byte per step (32-byte moves for float32, 64 for float64)
         width = MASK_GROUP
     if len(extents) > 1:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cuda_layout import BLOCK, RUNTIME, VECTOR_BYTES, element_strides
+from .cuda_layout import BLOCK, RUNTIME, VECTOR_BYTES, element_strides, vector_width
 
 KEPT, REDUCED = "k", "r"
 LOADS_IN_FLIGHT_BYTES = 64     # per thread per loop step: enough bytes in flight to cover DRAM latency
@@ -124,13 +124,6 @@ def _classes(strides) -> tuple:
     return tuple(s if s in (0, 1) else RUNTIME for s in strides)
 
 
-def _vector_width(itemsizes: list) -> int:
-    width = VECTOR_BYTES // min(itemsizes)
-    while width > 1 and width * max(itemsizes) > 4 * VECTOR_BYTES:   # at most four 16-byte loads per operand
-        width //= 2
-    return width
-
-
 def _vector_plan(inner: int, extent: int, strides: list, itemsizes: list, addresses: list, allow_tail: bool):
     """-> (width, notes) for vector loads along collapsed dimension `inner`."""
     notes = []
@@ -142,7 +135,7 @@ def _vector_plan(inner: int, extent: int, strides: list, itemsizes: list, addres
         notes.append("no operand is contiguous along the innermost dimension")
     if notes:
         return 1, tuple(notes)
-    width = _vector_width([itemsizes[k] for k in read])
+    width = vector_width([itemsizes[k] for k in read])
     if not allow_tail:
         while width > 1 and extent % width:
             width //= 2

@@ -48,6 +48,19 @@ def store_expr(expr: str, dtype: np.dtype) -> str:
     return convert(expr, dtype)
 
 
+def broadcast_element(layout: Layout, idx: list):
+    """element_of for body_lines: input i read at the loop indices `idx`, with index 0 along its
+    broadcast dimensions (and none for the leading ones it lacks)."""
+    nd = len(idx)
+
+    def element_of(i):
+        mask = layout.masks[i]
+        off = nd - len(mask)
+        subs = [idx[off + d] if varies else "0" for d, varies in enumerate(mask)]
+        return f"in{i}[{', '.join(subs) if subs else '()'}]"
+    return element_of
+
+
 def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
     """Straight-line statements computing every value; `element_of(i)` reads input i's element."""
     dtypes = [np.dtype(ins[1]) for ins in program.instrs]
@@ -86,13 +99,7 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
         nd = layout.ndim
         idx = [f"i{d}" for d in range(nd)]
 
-        def element_of(i):
-            mask = layout.masks[i]
-            off = nd - len(mask)
-            subs = [idx[off + d] if varies else "0" for d, varies in enumerate(mask)]
-            return f"in{i}[{', '.join(subs) if subs else '()'}]"
-
-        body = body_lines(program, element_of)
+        body = body_lines(program, broadcast_element(layout, idx))
         loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
         store = f"out[{', '.join(idx) if idx else '()'}] = {result}"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .program import ElementwiseProgram, Layout, Reduction
-from .render_numba import JIT, MODULE_HEADER, body_lines, store_expr
+from .render_numba import JIT, MODULE_HEADER, body_lines, broadcast_element, store_expr
 
 CHUNKS = 64
 LANES = 16      # partial sums per chunk of a full reduction: enough independent adds to hide latency
@@ -160,11 +160,7 @@ def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parall
         # LLVM from vectorizing the loop (a per-channel sum ran 5x slower with a signed one).
         element_of = lambda i: f"x{i}[np.uint64({flat_index})]"   # noqa: E731
     else:
-        def element_of(i):
-            mask = layout.masks[i]
-            off = nd - len(mask)
-            subs = [idx[off + d] if varies else "0" for d, varies in enumerate(mask)]
-            return f"in{i}[{', '.join(subs) if subs else '()'}]"
+        element_of = broadcast_element(layout, idx)
     body = body_lines(program, element_of)
     value = f"v{program.result}"
     arg_idx = idx[axes[0]] if axes else "0"

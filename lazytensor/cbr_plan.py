@@ -20,10 +20,10 @@ import numpy as np
 
 from lazytensor import tensor as _tensor
 from lazytensor.expr import Expr, apply
-from lazytensor.kernels.program import Reduction, program_for, with_relu_mask
+from lazytensor.kernels.program import Reduction, with_relu_mask
 from lazytensor.lower import lower
-from lazytensor.plan import HEAVY, PATTERNS, ROOT_WRITERS, cutter, aliased, materialized, may_overlap
-from lazytensor.steps import FusedElementwise, FusedReduction
+from lazytensor.plan import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, materialized, may_overlap
+from lazytensor.steps import FusedElementwise, FusedReduction, Learned
 from lazytensor.cbr.conv_cpu import conv2d_nhwc
 from lazytensor.cbr import finalize_cpu
 
@@ -32,15 +32,6 @@ _F32 = np.dtype(np.float32)
 
 # -- steps ---------------------------------------------------------------------------------------
 
-class BuiltGraph:
-    """The cuDNN graph a conv step's first run built and checked. It depends on the shapes alone, so
-    the copies of a step that a plan recipe makes for new arrays share it and skip the checks."""
-    __slots__ = ("graph",)
-
-    def __init__(self):
-        self.graph = None
-
-
 class Conv2dStep:
     """y = conv2d(x, w): cuDNN on CUDA, im2col + BLAS on the CPU; optionally with genstats sums."""
     __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built")
@@ -48,10 +39,10 @@ class Conv2dStep:
     def __init__(self, backend, x, w, attrs, out, path, sums=None, note=""):
         self.backend, self.x, self.w, self.attrs, self.out = backend, x, w, attrs, out
         self.path, self.sums, self.note = path, sums, note
-        self.built = BuiltGraph()
+        self.built = Learned()    # the cuDNN graph the first run built and checked
 
     def run(self):
-        graph = self.built.graph
+        graph = self.built.value
         if graph is not None:               # checked and built on an earlier run: the launch alone
             operands = [self.x.data.ptr, self.w.data.ptr, self.out.data.ptr]
             if self.sums is not None:
@@ -64,13 +55,13 @@ class Conv2dStep:
         elif self.path == "cudnn":
             from lazytensor.cbr import cudnn_conv
             cudnn_conv.conv2d(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
-            self.built.graph = self._compiled("conv")
+            self.built.value = self._compiled("conv")
         elif self.path == "cudnn-genstats":
             from lazytensor.cbr import cudnn_conv
             total, total_sq = self.sums
             cudnn_conv.conv2d_genstats(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out,
                                        sum_out=total, sum_sq_out=total_sq)
-            self.built.graph = self._compiled("conv_genstats")
+            self.built.value = self._compiled("conv_genstats")
         else:   # "host": cuDNN cannot take this conv; computed on the host and copied back
             import cupy
             y = conv2d_nhwc(cupy.asnumpy(self.x), cupy.asnumpy(self.w), a.stride, a.padding, a.dilation)
@@ -169,13 +160,13 @@ class InferenceGraphStep:
     def __init__(self, backend, x, w, attrs, eq, out, fallback):
         self.backend, self.x, self.w, self.attrs, self.eq, self.out = backend, x, w, attrs, eq, out
         self.fallback = fallback      # steps: conv into a temporary, then the epilogue kernel into out
-        self.built = BuiltGraph()
+        self.built = Learned()    # the cuDNN graph the first run built and checked
 
     def _key(self):
         return (self.x.shape, self.w.shape, self.attrs)
 
     def run(self):
-        graph = self.built.graph
+        graph = self.built.value
         if graph is not None:
             scale, bias = self.eq
             graph.relaunch([self.x.data.ptr, self.w.data.ptr, scale.data.ptr, bias.data.ptr, self.out.data.ptr])
@@ -187,7 +178,7 @@ class InferenceGraphStep:
             try:
                 cudnn_conv.conv2d_scale_bias_relu(self.x, self.w, *self.eq, a.stride, a.padding, a.dilation,
                                                   out=self.out)
-                self.built.graph = cudnn_conv.compiled_graph_for("conv_scale_bias_relu", self.x.shape, self.w.shape,
+                self.built.value = cudnn_conv.compiled_graph_for("conv_scale_bias_relu", self.x.shape, self.w.shape,
                                                                  a.stride, a.padding, a.dilation, self.x.device.id)
                 return
             except CudnnGraphRejected as e:
@@ -217,8 +208,7 @@ def _contiguous(node, backend, steps):
     if t.data.flags.c_contiguous:
         return t
     tmp = backend.empty(t.shape, t.dtype)
-    steps.append(FusedElementwise(backend, program_for((("load", t.dtype, 0),), 1, (), t.dtype), tmp, [t.data], [],
-                                  note="contiguous copy for the convolution"))
+    steps.append(copy_step(backend, t.data, tmp, "contiguous copy for the convolution"))
     return _tensor.Tensor(tmp, t.device)
 
 
@@ -251,8 +241,7 @@ def _build_conv2d(node, backend, cut, out):
     y = out if dense else backend.empty(tuple(node.shape), node.dtype)
     steps.append(_conv_step(backend, x, w, node.attrs, y, False))
     if out is not None and not dense:
-        copy = program_for((("load", out.dtype, 0),), 1, (), out.dtype)
-        steps.append(FusedElementwise(backend, copy, out, [y], [], note="copy into the strided destination"))
+        steps.append(copy_step(backend, y, out, "copy into the strided destination"))
     return steps, _tensor.Tensor(y, node.device)
 
 
@@ -365,8 +354,7 @@ def _relu_mask_plan(root, out, backend):
     steps.append(FusedElementwise(backend, with_relu_mask(program), target, inputs, scalars, mask=mask,
                                   note="BN apply + ReLU + 1-bit ReLU mask in one kernel"))
     if target is not out:
-        copy = program_for((("load", out.dtype, 0),), 1, (), out.dtype)
-        steps.append(FusedElementwise(backend, copy, out, [target], [], note="copy into the destination"))
+        steps.append(copy_step(backend, target, out, "copy into the destination"))
     bn.attrs.saved.relu_mask = _tensor.Tensor(mask, bn.device)
     return steps + cut.deferred
 

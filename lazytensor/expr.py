@@ -39,7 +39,7 @@ class Const:
     def __init__(self, value, dtype):
         if dtype.kind == "u" and dtype.itemsize == 8:
             value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
-        elif dtype.kind in "fc" and type(value) is int:
+        elif type(value) is int and dtype.kind in "fc":
             value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
         self.value = value
         self.dtype = dtype

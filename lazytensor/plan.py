@@ -113,15 +113,20 @@ def cutter(steps, backend):
 
 # -- the plan ---------------------------------------------------------------------------------------
 
+def copy_step(backend, src, out, note) -> FusedElementwise:
+    """out[...] = src as one kernel (strides and broadcasting in its indexing)."""
+    program = program_for((("load", src.dtype, 0),), 1, (), out.dtype)
+    return FusedElementwise(backend, program, out, [src], [], note=note)
+
+
 def _elementwise(root, out, backend) -> list:
     program, inputs, scalars = lower(root, out.dtype)
     if not aliased(out, inputs):
         return [FusedElementwise(backend, program, out, inputs, scalars)]
     tmp = backend.empty(out.shape, out.dtype)
-    copy = program_for((("load", out.dtype, 0),), 1, (), out.dtype)
     return [FusedElementwise(backend, program, tmp, inputs, scalars,
                              note="the destination is read through another index map: evaluated into a temporary"),
-            FusedElementwise(backend, copy, out, [tmp], [], note="copy the temporary into the destination")]
+            copy_step(backend, tmp, out, "copy the temporary into the destination")]
 
 
 def plan(root, out, backend) -> list:

@@ -30,6 +30,7 @@ from lazytensor.tensor import Tensor
 
 _MAX_RECIPES = 256
 _recipes: dict = {}
+PLAN_EACH_TIME = object()   # a signature whose plan holds a view of an input or of the destination
 
 
 def _place(a):
@@ -258,19 +259,18 @@ def planned(root, out, backend, make_plan):
     except TypeError:                   # an attribute that cannot be hashed: plan every time
         return make_plan(root, out, backend)
     if recipe is not None:
-        return recipe.instantiate(tensors, out, holders)
+        return make_plan(root, out, backend) if recipe is PLAN_EACH_TIME else recipe.instantiate(tensors, out, holders)
     steps = make_plan(root, out, backend)
     try:
         recipe = Recipe(steps, tensors, out, holders, backend)
     except _NotRebindable:
-        recipe = None
-    if recipe is not None:
-        if len(_recipes) >= _MAX_RECIPES:
-            try:
-                del _recipes[next(iter(_recipes))]      # the oldest
-            except (KeyError, RuntimeError, StopIteration):
-                pass                                    # another thread evicted it first
-        _recipes[key] = recipe
+        recipe = PLAN_EACH_TIME         # remembered, so the attempt is not repeated on every call
+    if len(_recipes) >= _MAX_RECIPES:
+        try:
+            del _recipes[next(iter(_recipes))]      # the oldest
+        except (KeyError, RuntimeError, StopIteration):
+            pass                                    # another thread evicted it first
+    _recipes[key] = recipe
     return steps
 
 
@@ -279,5 +279,6 @@ def clear() -> None:
 
 
 def count() -> int:
-    return len(_recipes)
+    """Recipes kept (signatures planned every time not counted)."""
+    return sum(r is not PLAN_EACH_TIME for r in _recipes.values())
 

@@ -9,14 +9,14 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
-class LaunchMemo:
-    """A backend's launch plan (kernel, grid, index arithmetic) found for a step's first binding.
-    It depends on the operands' shapes, strides, alignment and device only, so the copies a plan
-    recipe makes of a step share it and skip the lookup."""
-    __slots__ = ("launch",)
+class Learned:
+    """What a step learns on its first run that depends on its plan's signature alone: the cuDNN
+    graph it built and checked, a kernel's launch plan. A plan recipe shares every value of a step
+    that is not an array among the copies it makes (lazytensor.recipes), so one run learns for all."""
+    __slots__ = ("value",)
 
     def __init__(self):
-        self.launch = None
+        self.value = None
 
 
 class FusedElementwise:
@@ -34,7 +34,7 @@ class FusedElementwise:
         self.note = note
         self.mask = mask
         self.bound = None     # a backend's launch with its arguments, where it can bind one
-        self.memo = LaunchMemo()
+        self.memo = Learned()   # the backend's launch plan, found on the first binding
 
     def run(self):
         # A step's arrays and scalars never change, so a backend that can bind them (CUDA) builds

@@ -118,6 +118,29 @@ def test_a_destination_that_is_also_read_is_planned_every_time(monkeypatch):
     assert len(calls) == 4 and recipes.count() == 0
 
 
+def test_a_plan_holding_a_view_of_an_input_is_made_each_time_without_retrying(monkeypatch):
+    from lazytensor.plan import copy_step
+    made, tried = [], []
+    real = recipes.Recipe
+
+    def counting(*args):
+        tried.append(1)
+        return real(*args)
+    monkeypatch.setattr(recipes, "Recipe", counting)
+    x = lt.asarray(arr((6, 4), 0))
+    root = x.sum(axis=0)
+
+    def make_plan(root, out, backend):         # a plan reading a view it made of its input
+        made.append(1)
+        return [copy_step(backend, x.data[0], out, "first row")]
+    for _ in range(3):
+        out = np.empty(4, F32)
+        for step in recipes.planned(root, out, x.backend, make_plan):
+            step.run()
+        np.testing.assert_array_equal(out, x.numpy()[0])
+    assert len(made) == 3 and len(tried) == 1 and recipes.count() == 0
+
+
 @pytest.mark.parametrize("device, dtype, c", CBR_CONFIGS)
 def test_cbr_training_results_are_fresh_each_call(device, dtype, c):
     x1 = lt.asarray(arr((2, 6, 6, c), 1, dtype), device=device)
