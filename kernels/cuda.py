@@ -68,6 +68,7 @@ class CudaBackend:
         self.compiler = CubinCompiler(int(device.compute_capability))
         self.kernels = KernelCache()
         self._launches: dict = {}
+        self._capture_streams: dict = {}     # device id -> the stream graphs are captured on
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -100,6 +101,31 @@ class CudaBackend:
 
     def synchronize(self):
         self._cupy.cuda.get_current_stream().synchronize()
+
+    def current_device(self) -> int:
+        return self._cupy.cuda.runtime.getDevice()
+
+    # -- graphs -------------------------------------------------------------------------------
+    def capture(self, run):
+        """The work run() enqueues on the current stream, captured into a CUDA graph (cupy.cuda.graph.Graph:
+        graph.launch() enqueues it all on the current stream) instead of run. Capture happens on a
+        stream of its own (the legacy default stream cannot capture); nothing runs until a launch."""
+        cp = self._cupy
+        device = cp.cuda.runtime.getDevice()
+        stream = self._capture_streams.get(device)
+        if stream is None:
+            stream = self._capture_streams[device] = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            try:
+                run()
+            except BaseException:
+                try:
+                    stream.end_capture()
+                except Exception:  # noqa: BLE001  (an invalidated capture ends with an error of its own)
+                    pass
+                raise
+            return stream.end_capture()
 
     # -- kernels ------------------------------------------------------------------------------
     def kernel(self, program, layout) -> CudaKernel:
@@ -245,8 +271,11 @@ class CudaBackend:
         return f"cuda kernel {kernel.name}: {describe_geometry(geometry)}\n{kernel.source}"
 
     # -- reductions (kernels/cuda_reduce.py) ----------------------------------------------------
-    def run_reduction(self, program, spec, out, inputs, scalars):
-        cuda_reduce.run_reduction(self, program, spec, out, inputs, scalars)
+    def run_reduction(self, program, spec, out, inputs, scalars, scratch=None):
+        cuda_reduce.run_reduction(self, program, spec, out, inputs, scalars, scratch)
+
+    def reduction_scratch(self, program, spec, out, inputs):
+        return cuda_reduce.scratch_for(self, program, spec, out, inputs)
 
     def explain_reduction(self, program, spec, out, inputs) -> str:
         return cuda_reduce.explain_reduction(self, program, spec, out, inputs)

@@ -27,7 +27,7 @@ _sm_counts: dict = {}
 class ReductionLaunch:
     """Everything about one reduction's launches that does not change between runs."""
     __slots__ = ("main", "main_kernel", "grid", "tail", "finish", "finish_kernel", "finish_grid", "finish_tail",
-                 "geometry", "scratch_dtype", "converters", "compiled")
+                 "geometry", "scratch_dtype", "converters", "compiled", "plan_seconds", "reported")
 
     def __init__(self, main, main_kernel, geometry: ReduceGeometry, spec: Reduction, converters):
         self.main, self.main_kernel, self.geometry = main, main_kernel, geometry
@@ -41,6 +41,8 @@ class ReductionLaunch:
         self.finish = self.finish_kernel = None
         self.finish_grid = self.finish_tail = None
         self.compiled = []          # (kernel, how it was obtained, seconds) of the kernels built for this plan
+        self.plan_seconds = 0.0     # the time taken to make this plan, compiles included
+        self.reported = False       # whether lt.profile has seen how those kernels were obtained
 
     def set_finish(self, function, kernel, layout, grid):
         index = np.int64 if layout.index64 else np.int32
@@ -106,31 +108,42 @@ def plan(backend, program: ElementwiseProgram, spec: Reduction, inputs, device_i
     return launch
 
 
-def _launch_plan(backend, program, spec, inputs, device_id) -> tuple:
+def _launch_plan(backend, program, spec, inputs, device_id) -> ReductionLaunch:
     key = (program, spec, device_id, *[(a.shape, a.strides, not (a.data.ptr & 15)) for a in inputs])
     launch = _plans.get(key)
     if launch is not None:
-        return launch, False
+        return launch
+    started = time.perf_counter()
     launch = plan(backend, program, spec, inputs, device_id)
+    launch.plan_seconds = time.perf_counter() - started
     if len(_plans) >= _MAX_LAUNCH_PLANS:
         _plans.clear()
     _plans[key] = launch
-    return launch, True
+    return launch
 
 
-def run_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, inputs, scalars) -> None:
+def scratch_for(backend, program: ElementwiseProgram, spec: Reduction, out, inputs):
+    """The scratch memory run_reduction needs for these operands (the partial results of a reduction
+    split over several blocks per output), or None: a plan takes it once and passes it on each run."""
+    if out.size == 0:
+        return None
+    launch = _launch_plan(backend, program, spec, inputs, out.data.device_id)
+    if launch.finish is None:
+        return None
+    geometry = launch.geometry
+    return backend._cupy.empty(geometry.chunks * geometry.K * launch.scratch_dtype.itemsize, np.uint8)
+
+
+def run_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, inputs, scalars, scratch=None) -> None:
     """Evaluate `program` over spec.in_shape and reduce it into `out` (spec.out_shape, or (2,) + it for
-    meanvar), on CuPy's current stream."""
+    meanvar), on CuPy's current stream. scratch: from scratch_for, else taken from the pool here."""
     if out.size == 0:
         return
     cp = backend._cupy
-    device_id = out.data.device_id
-    started = time.perf_counter()
-    launch, fresh = _launch_plan(backend, program, spec, inputs, device_id)
+    launch = _launch_plan(backend, program, spec, inputs, out.data.device_id)
     geometry = launch.geometry
     target = out if out.flags.c_contiguous else cp.empty(out.shape, out.dtype)
-    scratch = None
-    if launch.finish is not None:
+    if launch.finish is not None and scratch is None:
         scratch = cp.empty(geometry.chunks * geometry.K * launch.scratch_dtype.itemsize, np.uint8)
     args = [a.data for a in inputs]
     conv = launch.converters
@@ -144,17 +157,18 @@ def run_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, in
         out[...] = target
     if launch_log.listeners:
         cache, seconds = "memory", 0.0
-        if fresh:
+        if not launch.reported:     # the first run of this plan says how its kernels were obtained
+            launch.reported = True
             caches = [how for _, how, _ in launch.compiled]
             cache = "compiled" if "compiled" in caches else ("disk" if "disk" in caches else "memory")
-            seconds = time.perf_counter() - started if cache != "memory" else 0.0
+            seconds = launch.plan_seconds if cache != "memory" else 0.0
         launch_log.record(launch_log.KernelRecord(launch.main_kernel.name, "cuda", "reduction",
                                                   geometry.K * geometry.R, cache, seconds, launch.config()))
 
 
 def explain_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, inputs) -> str:
     """The launch configuration and the source of the kernels run_reduction would launch."""
-    launch, _ = _launch_plan(backend, program, spec, inputs, out.data.device_id)
+    launch = _launch_plan(backend, program, spec, inputs, out.data.device_id)
     geometry = launch.geometry
     lay = geometry.layout
     loads = (f"{lay.vector}-element vector loads, {lay.unroll} in flight per thread" if lay.vector > 1 else

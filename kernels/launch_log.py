@@ -1,6 +1,7 @@
 """Records of kernel launches for lt.profile(): backends append, only while someone listens."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 listeners: list = []   # lists that collect KernelRecord; empty means nobody is profiling
@@ -15,6 +16,20 @@ class KernelRecord:
     cache: str              # "memory" (hit), "disk" (loaded from the disk cache) or "compiled" (miss)
     compile_seconds: float  # time spent building the kernel in this call (0 on a memory hit)
     config: str = ""        # launch configuration (grid, block) or CPU variant
+
+
+@contextmanager
+def listening(sink: list):
+    """Collect the records of launches inside the block into `sink`."""
+    listeners.append(sink)
+    try:
+        yield sink
+    finally:
+        # By identity: two empty sinks are equal lists, and list.remove would take the first.
+        for i in range(len(listeners) - 1, -1, -1):
+            if listeners[i] is sink:
+                del listeners[i]
+                break
 
 
 def record(rec: KernelRecord) -> None:

@@ -10,6 +10,9 @@ CUDA (float16 NHWC activations, KRSC weights, float32 BN parameters), shapes fro
   also    the apply + ReLU + mask stage alone against its floor (one read and one write of the output
           and one write of the 1-bit mask), and the host cost of one fused call on a small shape
           (N=8, 16x16, 64->64): time per call of an un-synchronized loop.
+          The fused calls repeat over the same arrays, so after two calls they replay a captured
+          CUDA graph (lazytensor.replay); the rows "steps one by one" time the same calls with
+          replay off, each step launched from Python.
 CPU (float32, small shapes so it runs anywhere): the same cases with NumPy (im2col + BLAS conv, then
   BN and ReLU as NumPy expressions, the unfused path) and lazytensor's unfused three-step evaluation
   as peers; floor = lazytensor's CPU conv alone + one read and one write of the output at the copy
@@ -21,10 +24,12 @@ from __future__ import annotations
 import statistics
 import time
 import traceback
+from contextlib import contextmanager
 
 import numpy as np
 
 import lazytensor as lt
+from lazytensor import replay
 from lazytensor.bench_table import Table, time_host
 from lazytensor.kernels.cuda_timing import burst_ms
 
@@ -61,6 +66,19 @@ def _guarded(table: Table, case: str, impl: str, measure):
         return None
     table.add(case, impl, seconds)
     return seconds
+
+
+@contextmanager
+def _steps_one_by_one():
+    """Graph replay off inside the block: every step is launched from Python."""
+    enabled, replay.ENABLED = replay.ENABLED, False
+    try:
+        yield
+    finally:
+        replay.ENABLED = enabled
+
+
+STEPS = "steps one by one (no graph replay)"
 
 
 # -- the lazytensor calls --------------------------------------------------------------------------
@@ -207,8 +225,12 @@ def run_cuda(print_fn=print) -> Table:
         _guarded(table, train, "lazytensor fused", lambda: time_gpu(lambda: case.fused(True)))
         if case.saved.path:
             table.notes.append(f"{label}: {case.saved.path}")
+        with _steps_one_by_one():
+            _guarded(table, train, f"lazytensor fused, {STEPS}", lambda: time_gpu(lambda: case.fused(True)))
         _guarded(table, train, "lazytensor unfused (3 evaluations)", lambda: time_gpu(case.unfused))
         _guarded(table, infer, "lazytensor fused", lambda: time_gpu(lambda: case.fused(False)))
+        with _steps_one_by_one():
+            _guarded(table, infer, f"lazytensor fused, {STEPS}", lambda: time_gpu(lambda: case.fused(False)))
         if torch is not None:
             peer = None
             try:
@@ -271,6 +293,9 @@ def _host_cost(table: Table, device: str, dtype, sync, calls: int = 200):
         return statistics.median(rounds)
 
     _guarded(table, label, "lazytensor fused call (un-synchronized loop)", per_call)
+    if device == "cuda":
+        with _steps_one_by_one():
+            _guarded(table, label, f"lazytensor fused call, {STEPS}", per_call)
     if device == "cpu":
         table.notes.append(f"{label}: on the CPU the time per call includes the computation")
 

@@ -23,6 +23,7 @@ from lazytensor.expr import Expr, apply
 from lazytensor.kernels.program import Reduction, with_relu_mask
 from lazytensor.lower import lower
 from lazytensor.plan import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, materialized, may_overlap
+from lazytensor.replay import first_refusal
 from lazytensor.steps import FusedElementwise, FusedReduction, Learned
 from lazytensor.cbr.conv_cpu import conv2d_nhwc
 from lazytensor.cbr import finalize_cpu
@@ -66,6 +67,11 @@ class Conv2dStep:
             import cupy
             y = conv2d_nhwc(cupy.asnumpy(self.x), cupy.asnumpy(self.w), a.stride, a.padding, a.dilation)
             self.out.set(y)
+
+    def capture_refusal(self):
+        if self.path.startswith("cudnn"):
+            return None
+        return f"the conv runs on the {'host' if self.path == 'host' else 'CPU'}"
 
     def _compiled(self, kind):
         from lazytensor.cbr.cudnn_conv import compiled_graph_for
@@ -122,6 +128,9 @@ class FinalizeStep:
             finalize_cuda.finalize_train(a, b, self.from_sums, self.count, gamma, beta, rm, rv,
                                          self.momentum, self.eps, *self.outs)
 
+    def capture_refusal(self):
+        return None if self.backend.name == "cuda" else "the finalize runs on the CPU"
+
     def describe(self, source: bool = True) -> str:
         if not self.training:
             return (f"BatchNormFinalize (inference) on {self.backend.name}: eq_scale = gamma / sqrt(running_var + eps), "
@@ -146,6 +155,9 @@ class CommitStep:
         else:
             from lazytensor.cbr import finalize_cuda
             finalize_cuda.commit_running(*self.staged, *self.running)
+
+    def capture_refusal(self):
+        return None if self.backend.name == "cuda" else "the commit runs on the CPU"
 
     def describe(self, source: bool = True) -> str:
         return f"Commit: the updated running_mean and running_var ({self.running[0].shape[0]} channels)"
@@ -185,6 +197,9 @@ class InferenceGraphStep:
                 self.rejected[self._key()] = str(e)
         for step in self.fallback:
             step.run()
+
+    def capture_refusal(self):
+        return first_refusal(self.fallback) if self._key() in self.rejected else None
 
     def describe(self, source: bool = True) -> str:
         reason = self.rejected.get(self._key())

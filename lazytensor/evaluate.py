@@ -47,7 +47,7 @@ def assign(dest: Tensor, value, what: str = "assign") -> None:
         _dt.check_cast(node.dtype, dest.dtype, what)
     if type(node) is Tensor and _same_memory(node.data, dest.data):
         return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
-    steps = plan(node, dest.data, dest.backend)
+    steps = plan(node, dest.data, dest.backend, replay=True)
     for step in steps:
         step.run()
     if type(node) is Expr and not node.heavy:

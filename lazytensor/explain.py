@@ -1,6 +1,7 @@
 """lt.explain(expr): the steps the planner returns for an expression, with their kernels' source."""
 from __future__ import annotations
 
+from lazytensor import recipes
 from lazytensor.plan import plan
 from lazytensor.render_tree import render_tree
 from lazytensor.tensor import Tensor
@@ -22,4 +23,7 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
              f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}"]
     for i, step in enumerate(steps, 1):
         lines.append(f"[{i}] " + step.describe(source=source))
+    replay = recipes.replay_note(node, out.data, out.backend, steps)
+    if replay is not None:
+        lines.append(replay)
     return Explanation("\n".join(lines))

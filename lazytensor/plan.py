@@ -129,12 +129,13 @@ def _elementwise(root, out, backend) -> list:
             copy_step(backend, tmp, out, "copy the temporary into the destination")]
 
 
-def plan(root, out, backend) -> list:
+def plan(root, out, backend, replay=False) -> list:
     """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device).
-    A heavy expression is planned once per structure (lazytensor.recipes) and rebound after."""
+    A heavy expression is planned once per structure (lazytensor.recipes) and rebound after;
+    replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
     if not root.heavy:
         return _elementwise(root, out, backend)
-    return recipes.planned(root, out, backend, _heavy)
+    return recipes.planned(root, out, backend, _heavy, replay)
 
 
 def _heavy(root, out, backend) -> list:

@@ -24,8 +24,5 @@ class Profile:
 @contextmanager
 def profile():
     p = Profile()
-    launch_log.listeners.append(p.kernels)
-    try:
+    with launch_log.listening(p.kernels):
         yield p
-    finally:
-        launch_log.listeners.remove(p.kernels)

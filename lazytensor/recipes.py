@@ -25,7 +25,9 @@ import sys
 import numpy as np
 
 from lazytensor.expr import Const, Expr
+from lazytensor import replay as graph_replay
 from lazytensor.memory import address, extent, owner, owner_address
+from lazytensor.replay import Replays
 from lazytensor.tensor import Tensor
 
 _MAX_RECIPES = 256
@@ -143,30 +145,51 @@ class Recipe:
         self.temps = [(filled if filled is not None and filled[1].itemsize * math.prod(filled[0]) >= size
                        else ((size,), np.dtype(np.uint8))) for size, filled in spans]
         self.builders = [t.compile() for t in templates]
+        self.exported = sorted({v for exports in self.exports for _, (kind, v, *_) in exports if kind == "array"})
+        self.replays = Replays(backend) if hasattr(backend, "capture") else None
 
-    def instantiate(self, tensors, out, holders):
-        """The recipe's steps over these arrays, with fresh temporaries; fills the result holders."""
+    def instantiate(self, tensors, out, holders, replay=False):
+        """The recipe's steps over these arrays, with fresh temporaries; fills the result holders.
+        replay: the steps may come back as one CUDA graph (lazytensor.replay) when these addresses
+        were seen before."""
         backend = self.backend
         fresh = [backend.empty(shape, dtype) for shape, dtype in self.temps]
-        arrays = []
-        for src in self.sources:
-            kind = src[0]
-            if kind == "tensor":
-                arrays.append(tensors[src[1]])
-            elif kind == "out":
-                arrays.append(out)
-            else:
-                _, j, offset, shape, dtype, strides = src
-                base = fresh[j]
-                if offset == 0 and shape == base.shape and strides == base.strides and dtype == base.dtype:
-                    arrays.append(base)
-                else:
-                    arrays.append(backend.view(base, offset, shape, dtype, strides))
+        replays = self.replays
+        entry = None
+        if replay and replays is not None and replays.refusal is None and graph_replay.ENABLED:
+            key = (backend.current_device(), address(out), *[address(a) for a in tensors],
+                   *[address(a) for a in fresh])
+            entry = replays.step_for(key)
+            if entry is not None and entry.graph is not None:       # replayed: only the results to hand out
+                arrays = dict.fromkeys(self.exported)
+                for k in arrays:
+                    arrays[k] = self._array(self.sources[k], tensors, out, fresh)
+                self._export(holders, arrays)
+                return [entry]
+        arrays = [self._array(src, tensors, out, fresh) for src in self.sources]
         steps = [build(arrays) for build in self.builders]
+        self._export(holders, arrays)
+        if entry is not None:                                       # the second call over these addresses
+            entry.steps = steps
+            return [entry]
+        return steps
+
+    def _array(self, src, tensors, out, fresh):
+        kind = src[0]
+        if kind == "tensor":
+            return tensors[src[1]]
+        if kind == "out":
+            return out
+        _, j, offset, shape, dtype, strides = src
+        base = fresh[j]
+        if offset == 0 and shape == base.shape and strides == base.strides and dtype == base.dtype:
+            return base
+        return self.backend.view(base, offset, shape, dtype, strides)
+
+    def _export(self, holders, arrays):
         for holder, exports in zip(holders, self.exports):
             for name, (kind, v, *device) in exports:
                 setattr(holder, name, Tensor(arrays[v], device[0]) if kind == "array" else v)
-        return steps
 
 
 class _NotRebindable(Exception):
@@ -248,8 +271,9 @@ def _slots(cls) -> tuple:
     return tuple(n for n in names if n != "__weakref__")
 
 
-def planned(root, out, backend, make_plan):
-    """make_plan(root, out, backend), or the rebound recipe of an earlier plan of the same signature."""
+def planned(root, out, backend, make_plan, replay=False):
+    """make_plan(root, out, backend), or the rebound recipe of an earlier plan of the same signature
+    (replay: or its CUDA graph, where the same addresses were seen before)."""
     sig = signature(root, out)
     if sig is None:
         return make_plan(root, out, backend)
@@ -259,7 +283,7 @@ def planned(root, out, backend, make_plan):
     except TypeError:                   # an attribute that cannot be hashed: plan every time
         return make_plan(root, out, backend)
     if recipe is not None:
-        return make_plan(root, out, backend) if recipe is PLAN_EACH_TIME else recipe.instantiate(tensors, out, holders)
+        return make_plan(root, out, backend) if recipe is PLAN_EACH_TIME else recipe.instantiate(tensors, out, holders, replay)
     steps = make_plan(root, out, backend)
     try:
         recipe = Recipe(steps, tensors, out, holders, backend)
@@ -272,6 +296,30 @@ def planned(root, out, backend, make_plan):
             pass                                    # another thread evicted it first
     _recipes[key] = recipe
     return steps
+
+
+def replay_note(root, out, backend, steps) -> str | None:
+    """What lt.explain says about CUDA graph replay of `steps`, the plan of `root` into `out`; None
+    where the backend has no graphs or the expression is one kernel anyway."""
+    if not hasattr(backend, "capture") or not root.heavy:
+        return None
+    head = "CUDA graph replay: "
+    if not graph_replay.ENABLED:
+        return head + "off (LAZYTENSOR_CUDA_GRAPHS=0)"
+    sig = signature(root, out)
+    try:
+        recipe = None if sig is None else _recipes.get(sig[0])
+    except TypeError:
+        recipe = None
+    if recipe is None or recipe is PLAN_EACH_TIME:
+        return head + "not used: this plan is made afresh on every call (its destination or a step's view shares memory with an input)"
+    replays = recipe.replays
+    reason = replays.refusal or graph_replay.first_refusal(steps)
+    if reason is not None:
+        return head + f"not used: {reason}"
+    return (head + "a call over the same addresses as an earlier one (the same tensors and destination, and the "
+            "temporaries the memory pool hands back in the same order) captures these steps into one CUDA graph, "
+            f"and later such calls launch only the graph ({replays.captures} captured, {replays.replays} replays so far)")
 
 
 def clear() -> None:

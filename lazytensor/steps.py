@@ -51,6 +51,10 @@ class FusedElementwise:
         else:
             self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars, mask=self.mask)
 
+    def capture_refusal(self):
+        """Why this step cannot be captured into a CUDA graph (lazytensor.replay), or None."""
+        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+
     def describe(self, source: bool = True) -> str:
         head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
                 f"{self.program.n_inputs} array inputs, {len(self.scalars)} scalar arguments, "
@@ -68,7 +72,7 @@ class FusedElementwise:
 class FusedReduction:
     """One generated kernel: evaluates the elementwise program over the reduction's input shape and
     reduces it (sum, max, var, ...) into `out`, without materializing the input."""
-    __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note")
+    __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note", "scratch")
 
     def __init__(self, backend, program, spec, out, inputs, scalars, note=""):
         self.backend = backend
@@ -78,9 +82,23 @@ class FusedReduction:
         self.inputs = inputs
         self.scalars = scalars
         self.note = note
+        # Memory for partial results, where the backend splits the reduction: taken with the plan,
+        # so that a rebound plan has its own and a captured graph (lazytensor.replay) owns none.
+        scratch = getattr(backend, "reduction_scratch", None)
+        self.scratch = None if scratch is None else scratch(program, spec, out, inputs)
 
     def run(self):
-        self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars)
+        if self.scratch is None:
+            self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars)
+        else:
+            self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars, self.scratch)
+
+    def capture_refusal(self):
+        if self.backend.name != "cuda":
+            return f"the {self.backend.name} backend has no graphs"
+        if not self.out.flags.c_contiguous:
+            return "the reduction writes a strided result through a temporary it takes on every call"
+        return None
 
     def describe(self, source: bool = True) -> str:
         s = self.spec

@@ -1,0 +1,236 @@
+"""CUDA graph replay of plan recipes: a call over the same addresses as an earlier one launches the
+captured graph, with the same results as running the steps one by one; new values in the same
+memory are read; results a caller keeps are never overwritten; steps that cannot be captured are
+run as they are, and lt.explain says why."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from lazytensor import recipes, replay
+from lazytensor.kernels import launch_log
+
+
+def _cudnn_ready() -> bool:
+    if not lt.cuda_usable():
+        return False
+    try:
+        import cudnn  # noqa: F401
+    except Exception:  # noqa: BLE001 - the CBR path on CUDA needs the cuDNN frontend
+        return False
+    return True
+
+
+needs_cudnn = pytest.mark.skipif(not _cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")
+needs_cuda = pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def fresh_recipes():
+    recipes.clear()
+    yield
+    recipes.clear()
+
+
+# -- the bookkeeping, with a stand-in backend (runs everywhere) -------------------------------------
+
+class FakeGraph:
+    def __init__(self, run):
+        self.run, self.launches = run, 0
+
+    def launch(self):
+        self.launches += 1
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, fail=False):
+        self.fail, self.captured = fail, []
+
+    def capture(self, run):
+        if self.fail:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        run()                   # a real capture runs the steps' host code too; the GPU runs nothing
+        graph = FakeGraph(run)
+        self.captured.append(graph)
+        return graph
+
+
+class Step:
+    def __init__(self, log, refusal=None):
+        self.log, self.refusal = log, refusal
+
+    def run(self):
+        self.log.append("run")
+        launch_log.record(launch_log.KernelRecord("k", "fake", "elementwise", 4, "memory", 0.0))
+
+    def capture_refusal(self):
+        return self.refusal
+
+
+def test_a_key_is_run_then_captured_then_replayed():
+    backend = FakeBackend()
+    replays = replay.Replays(backend)
+    assert replays.step_for("k") is None                 # first sighting: the steps run as they are
+    entry = replays.step_for("k")
+    log: list = []
+    entry.steps = [Step(log), Step(log)]
+    entry.run()                                          # captured (the steps run inside the capture) and launched
+    assert log == ["run", "run"] and entry.graph is backend.captured[0] and entry.graph.launches == 1
+    assert entry.steps is None                           # a graph holds no arrays
+    assert replays.step_for("k") is entry
+    with lt.profile() as p:
+        entry.run()
+    assert log == ["run", "run"] and entry.graph.launches == 2
+    [record] = p.kernels                                             # one launch, of two steps and their kernels
+    assert record.kind == "graph" and record.config == "2 steps, kernels k, k" and record.elements == 8
+    assert (replays.captures, replays.replays) == (1, 1)
+
+
+def test_a_step_that_cannot_be_captured_stops_replay_for_the_recipe():
+    replays = replay.Replays(FakeBackend())
+    replays.step_for("k")
+    entry = replays.step_for("k")
+    log: list = []
+    entry.steps = [Step(log), Step(log, refusal="a reduction takes its scratch memory from the pool")]
+    entry.run()
+    assert log == ["run", "run"] and entry.graph is None
+    assert replays.refusal == "a reduction takes its scratch memory from the pool" and not replays.entries
+
+
+def test_failed_captures_run_the_steps_and_give_up_after_two():
+    replays = replay.Replays(FakeBackend(fail=True))
+    log: list = []
+    for attempt in range(2):
+        replays.step_for("k")
+        entry = replays.step_for("k")
+        entry.steps = [Step(log)]
+        entry.run()
+        assert entry.graph is None and log == ["run"] * (attempt + 1)
+    assert replays.refusal.startswith("capture failed: RuntimeError")
+
+
+def test_the_graphs_of_a_recipe_are_bounded():
+    replays = replay.Replays(FakeBackend())
+    for k in range(3 * replay._MAX_GRAPHS):
+        replays.step_for(k)
+    assert len(replays.entries) <= replay._MAX_GRAPHS
+
+
+def test_no_replay_on_the_cpu():
+    x = lt.asarray(np.ones((4, 3), np.float32))
+    text = lt.explain(x - x.mean(axis=0))
+    assert "CUDA graph" not in text
+    y = lt.empty((4, 3), np.float32)
+    for _ in range(3):
+        y[...] = x - x.mean(axis=0)
+    assert recipes.count() == 1
+
+
+# -- on the GPU ---------------------------------------------------------------------------------------
+
+def _operands(rng, n, h, w, c, k):
+    x = rng.standard_normal((n, h, w, c)).astype(np.float16)
+    wt = (rng.standard_normal((k, 3, 3, c)) / np.sqrt(9 * c)).astype(np.float16)
+    gamma = rng.uniform(0.5, 1.5, k).astype(np.float32)
+    beta = rng.uniform(-0.5, 0.5, k).astype(np.float32)
+    return x, wt, gamma, beta
+
+
+class Loop:
+    """One CBR (+ skip) training or inference expression assigned into the same destination, call
+    after call, with its own running statistics."""
+
+    def __init__(self, ops, training, skip=None):
+        x, wt, gamma, beta = ops
+        k = wt.shape[0]
+        self.x = lt.asarray(x, device="cuda")
+        self.w, self.gamma, self.beta = (lt.asarray(v, device="cuda") for v in (wt, gamma, beta))
+        self.rm = lt.asarray(np.linspace(-0.1, 0.1, k).astype(np.float32), device="cuda")
+        self.rv = lt.asarray(np.linspace(0.5, 1.5, k).astype(np.float32), device="cuda")
+        self.skip = None if skip is None else lt.asarray(skip, device="cuda")
+        self.y = lt.empty(x.shape[:3] + (k,), np.float16, "cuda")
+        self.training = training
+        self.saved = lt.BatchNormSaved()
+
+    def expression(self):
+        bn = lt.batch_norm(lt.conv2d(self.x, self.w, padding=1), self.gamma, self.beta, self.rm, self.rv,
+                           training=self.training, saved=self.saved)
+        return lt.relu(bn if self.skip is None else bn + self.skip)
+
+    def call(self, x_values):
+        self.x.data[...] = lt.asarray(x_values, device="cuda").data      # new values, same memory
+        self.y[...] = self.expression()
+        out = {"y": self.y.numpy(), "rm": self.rm.numpy(), "rv": self.rv.numpy()}
+        if self.training:
+            out.update(mean=self.saved.saved_mean.numpy(), inv_var=self.saved.saved_inv_var.numpy(),
+                       mask=self.saved.relu_mask.numpy())
+        return out
+
+
+@pytest.mark.gpu
+@needs_cudnn
+@pytest.mark.parametrize("training, residual", [(True, False), (True, True), (False, False)])
+def test_replayed_calls_equal_calls_step_by_step(monkeypatch, training, residual):
+    rng = np.random.default_rng(3)
+    ops = _operands(rng, 2, 6, 5, 8, 16)
+    skip = rng.standard_normal((2, 6, 5, 16)).astype(np.float16) if residual else None
+    xs = [rng.standard_normal((2, 6, 5, 8)).astype(np.float16) * (1 + i) for i in range(6)]
+    graphs = Loop(ops, training, skip)
+    with lt.profile() as p:
+        got = [graphs.call(x) for x in xs]
+    replayed = sum(k.kind == "graph" for k in p.kernels)
+    assert replayed > 0, "no call was replayed as a CUDA graph"
+    assert "replays so far" in lt.explain(graphs.expression(), out=graphs.y, source=False)
+
+    monkeypatch.setattr(replay, "ENABLED", False)
+    recipes.clear()
+    steps = Loop(ops, training, skip)
+    with lt.profile() as p:
+        want = [steps.call(x) for x in xs]
+    assert not any(k.kind == "graph" for k in p.kernels)
+    assert "off (LAZYTENSOR_CUDA_GRAPHS=0)" in lt.explain(steps.expression(), out=steps.y, source=False)
+    for i, (g, w) in enumerate(zip(got, want)):
+        for name in w:
+            np.testing.assert_array_equal(g[name], w[name], err_msg=f"call {i}: {name}")
+
+
+@pytest.mark.gpu
+@needs_cudnn
+def test_results_a_caller_keeps_are_not_overwritten():
+    """The CBR block makes a new holder per training call; holding on to one keeps its memory out of
+    the pool, so later calls run over other addresses and cannot replay a graph into it."""
+    rng = np.random.default_rng(4)
+    x, wt, _, _ = _operands(rng, 2, 5, 5, 8, 8)
+    block = lt.cbr.CBR(8, 8, 3, padding=1, dtype=np.float16, device="cuda")
+    block.weight = lt.asarray(wt, device="cuda")
+    xt = lt.asarray(x, device="cuda")
+    kept = []
+    for i in range(6):
+        xt.data[...] = lt.asarray(x * (i + 1), device="cuda").data
+        y = block(xt)
+        kept.append((y, block.saved, y.numpy(), block.saved.saved_mean.numpy(), block.saved.relu_mask.numpy()))
+    for y, saved, y_np, mean_np, mask_np in kept:
+        np.testing.assert_array_equal(y.numpy(), y_np)
+        np.testing.assert_array_equal(saved.saved_mean.numpy(), mean_np)
+        np.testing.assert_array_equal(saved.relu_mask.numpy(), mask_np)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("rows", [64, 1 << 16])        # one block per column, and a split reduction with scratch
+def test_reductions_inside_expressions_replay_and_read_new_values(rows):
+    rng = np.random.default_rng(5)
+    a = lt.asarray(rng.standard_normal((rows, 33)).astype(np.float32), device="cuda")
+    y = lt.empty(a.shape, np.float32, "cuda")
+    with lt.profile() as p:
+        for i in range(6):
+            a_np = rng.standard_normal((rows, 33)).astype(np.float32) * (i + 1)
+            a.data[...] = lt.asarray(a_np, device="cuda").data
+            y[...] = a - a.mean(axis=0)
+            np.testing.assert_allclose(y.numpy(), a_np - a_np.mean(axis=0, dtype=np.float64), rtol=1e-5,
+                                       atol=1e-5 * (i + 1), err_msg=f"call {i}")
+    assert any(k.kind == "graph" for k in p.kernels)
+    assert "replays so far" in lt.explain(a - a.mean(axis=0), out=y, source=False)
