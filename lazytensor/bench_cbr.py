@@ -81,6 +81,12 @@ def _steps_one_by_one():
 STEPS = "steps one by one (no graph replay)"
 
 
+def _replay_state(case) -> str:
+    """What lt.explain says of graph replay for the case's training call."""
+    text = lt.explain(case.expression(True), out=case.out, source=False)
+    return next((line for line in text.splitlines() if line.startswith("CUDA graph replay")), "no graph replay")
+
+
 # -- the lazytensor calls --------------------------------------------------------------------------
 
 class CbrCase:
@@ -225,6 +231,7 @@ def run_cuda(print_fn=print) -> Table:
         _guarded(table, train, "lazytensor fused", lambda: time_gpu(lambda: case.fused(True)))
         if case.saved.path:
             table.notes.append(f"{label}: {case.saved.path}")
+        table.notes.append(f"{label}: " + _replay_state(case))
         with _steps_one_by_one():
             _guarded(table, train, f"lazytensor fused, {STEPS}", lambda: time_gpu(lambda: case.fused(True)))
         _guarded(table, train, "lazytensor unfused (3 evaluations)", lambda: time_gpu(case.unfused))

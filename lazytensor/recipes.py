@@ -145,32 +145,28 @@ class Recipe:
         self.temps = [(filled if filled is not None and filled[1].itemsize * math.prod(filled[0]) >= size
                        else ((size,), np.dtype(np.uint8))) for size, filled in spans]
         self.builders = [t.compile() for t in templates]
-        self.exported = sorted({v for exports in self.exports for _, (kind, v, *_) in exports if kind == "array"})
         self.replays = Replays(backend) if hasattr(backend, "capture") else None
 
     def instantiate(self, tensors, out, holders, replay=False):
         """The recipe's steps over these arrays, with fresh temporaries; fills the result holders.
-        replay: the steps may come back as one CUDA graph (lazytensor.replay) when these addresses
-        were seen before."""
+        replay: the steps may come back as one CUDA graph step (lazytensor.replay) when the same
+        tensors and destination were seen before."""
         backend = self.backend
-        fresh = [backend.empty(shape, dtype) for shape, dtype in self.temps]
         replays = self.replays
         entry = None
         if replay and replays is not None and replays.refusal is None and graph_replay.ENABLED:
-            key = (backend.current_device(), address(out), *[address(a) for a in tensors],
-                   *[address(a) for a in fresh])
-            entry = replays.step_for(key)
-            if entry is not None and entry.graph is not None:       # replayed: only the results to hand out
-                arrays = dict.fromkeys(self.exported)
-                for k in arrays:
-                    arrays[k] = self._array(self.sources[k], tensors, out, fresh)
-                self._export(holders, arrays)
-                return [entry]
+            entry = replays.step_for((backend.current_device(), address(out), *[address(a) for a in tensors]))
+            if entry is not None and entry.graph is not None:
+                if entry.hand_out(holders):         # the graph's results are free: it writes them again
+                    return [entry]
+                entry = None                        # still held by the caller: fresh ones, step by step
+        fresh = [backend.empty(shape, dtype) for shape, dtype in self.temps]
         arrays = [self._array(src, tensors, out, fresh) for src in self.sources]
         steps = [build(arrays) for build in self.builders]
         self._export(holders, arrays)
-        if entry is not None:                                       # the second call over these addresses
-            entry.steps = steps
+        if entry is not None:                       # the second call over these arrays: capture
+            entry.prepare(steps, fresh, holders, [[(name, getattr(h, name)) for name, _ in exports]
+                                                  for h, exports in zip(holders, self.exports)])
             return [entry]
         return steps
 
@@ -317,9 +313,9 @@ def replay_note(root, out, backend, steps) -> str | None:
     reason = replays.refusal or graph_replay.first_refusal(steps)
     if reason is not None:
         return head + f"not used: {reason}"
-    return (head + "a call over the same addresses as an earlier one (the same tensors and destination, and the "
-            "temporaries the memory pool hands back in the same order) captures these steps into one CUDA graph, "
-            f"and later such calls launch only the graph ({replays.captures} captured, {replays.replays} replays so far)")
+    return (head + "the second call over the same tensors and destination captures these steps into one CUDA "
+            "graph, which keeps that call's temporaries; later such calls launch only the graph, and hand out "
+            "its results again once the caller no longer holds the previous ones (" + replays.describe() + ")")
 
 
 def clear() -> None:

@@ -1,35 +1,46 @@
-"""Graph replay: a recipe's steps over the same memory again, launched as one captured CUDA graph.
+"""Graph replay: a recipe's steps over the same arrays again, launched as one captured CUDA graph.
 
-A training loop evaluates the same structure on every call, and in the steady state its arrays sit
-at the same addresses: its tensors are the same, and CuPy's memory pool hands the temporaries back
-in the same order. A recipe's steps then launch exactly the same kernels with exactly the same
-arguments as on an earlier call, so they are captured once into a CUDA graph and later calls launch
-the graph: one launch instead of five to seven (cuDNN's included), with no Python per step.
+A training loop evaluates the same structure over the same tensors into the same destination on
+every call. The recipe's steps then launch the same kernels with the same arguments, except for the
+temporaries each call takes from the pool. So on the second call over the same tensors and
+destination (the key: their addresses; the recipe's signature fixes everything else a kernel
+reads, layouts and scalars included) the steps are captured into a CUDA graph, and the graph keeps
+that call's temporaries for good. Later calls launch the graph: one launch instead of five to seven
+(cuDNN's included), no allocation, no Python per step.
 
-The key of a graph is every address the steps use: the expression's tensors, the destination and
-the fresh temporaries (with the recipe's signature, that fixes every kernel argument: scalars and
-layouts are in the signature). A key is captured the second time it is seen, so a loop whose
-addresses never repeat pays only for a dictionary lookup. Only steps that just enqueue work on the
-current stream can be captured (no allocation, no host synchronization, no timing): each says so
-through `capture_refusal()`, and a recipe with one that cannot is never replayed (lt.explain says
-why). Memory the graph uses beyond the call's own arrays (a cuDNN workspace, loaded kernels) is
-owned by the recipe's steps' learned state, which the graph keeps alive.
+Temporaries a caller receives (saved statistics, a ReLU mask, through a result holder) are handed
+out again only when nothing outside holds them any more, counted by reference counts: the holder's
+attribute may hold them (it is given them again), anything else (the array, a view of its memory,
+an older holder) means the caller may still read them, and that call runs step by step over fresh
+temporaries instead. Memory kept by graphs is bounded (LAZYTENSOR_GRAPH_MEMORY, in MB).
+
+Only steps that just enqueue work on the current stream can be captured (no allocation, no host
+synchronization, no timing): each says so through `capture_refusal()`, and a recipe with one that
+cannot is never replayed; lt.explain says why. Memory a graph uses beyond its temporaries (a cuDNN
+workspace, loaded kernels) belongs to the steps' learned state, which the graph keeps alive.
 """
 from __future__ import annotations
 
+import functools
 import os
+import sys
+import weakref
 
 from lazytensor.kernels import launch_log
+from lazytensor.memory import owner
 from lazytensor.steps import Learned
+from lazytensor.tensor import Tensor
 
 ENABLED = os.environ.get("LAZYTENSOR_CUDA_GRAPHS", "1") != "0"
-_MAX_GRAPHS = 8         # per recipe: the address sets of a loop repeat with a short period
+BUDGET = int(float(os.environ.get("LAZYTENSOR_GRAPH_MEMORY", "1024")) * 2**20)   # bytes all graphs may keep
+_MAX_GRAPHS = 8         # per recipe: a loop alternates between a few destinations at most
 _MAX_FAILURES = 2       # failed captures before a recipe is run step by step for good
+_kept = [0]             # bytes of temporaries kept by live graphs
 
 
 class Replays:
-    """The graphs of one recipe, by the addresses its steps use."""
-    __slots__ = ("backend", "entries", "refusal", "failures", "captures", "replays")
+    """The graphs of one recipe, by the addresses of its tensors and destination."""
+    __slots__ = ("backend", "entries", "refusal", "failures", "captures", "replays", "busy")
 
     def __init__(self, backend):
         self.backend = backend
@@ -38,6 +49,7 @@ class Replays:
         self.failures = 0
         self.captures = 0
         self.replays = 0
+        self.busy = 0               # calls run step by step because the caller still held the results
 
     def refuse(self, reason: str) -> None:
         self.refusal = reason
@@ -49,7 +61,7 @@ class Replays:
         entries = self.entries
         entry = entries.get(key, _MISSING)
         if entry is None:
-            entry = entries[key] = ReplayStep(self)
+            entry = entries[key] = ReplayStep(self, key)
             return entry
         if entry is _MISSING:
             if len(entries) >= _MAX_GRAPHS:
@@ -61,22 +73,63 @@ class Replays:
             return None
         return entry
 
+    def forget(self, entry) -> None:
+        if self.entries.get(entry.key) is entry:
+            del self.entries[entry.key]
+
+    def describe(self) -> str:
+        return (f"{self.captures} captured, {self.replays} replays so far, {self.busy} calls step by step because "
+                f"the previous results were still held; graphs keep {_kept[0] / 2**20:.1f} MB of temporaries "
+                f"(LAZYTENSOR_GRAPH_MEMORY={BUDGET // 2**20})")
+
 
 _MISSING = object()
 
 
 class ReplayStep:
-    """One captured CUDA graph of a recipe's steps. Its first run captures `steps` (then drops them:
-    a graph holds no arrays) and launches the graph; later runs only launch it."""
-    __slots__ = ("owner", "graph", "steps", "keep", "record", "count")
+    """One captured CUDA graph of a recipe's steps and the temporaries it writes. Its first run
+    captures the steps (then drops them) and launches the graph; later runs only launch it."""
+    __slots__ = ("owner", "key", "graph", "steps", "temps", "results", "holders", "baseline", "keep", "record",
+                 "count", "nbytes")
 
-    def __init__(self, owner: Replays):
-        self.owner = owner
-        self.graph = None
-        self.steps = None           # set by the recipe for the capturing call
+    def __init__(self, owner: Replays, key):
+        self.owner, self.key = owner, key
+        self.graph = self.steps = None
+        self.temps = ()             # the allocations the graph reads and writes, kept for good
+        self.results = ()           # per holder: [(name, Tensor or value)] handed out on every replay
+        self.holders = ()           # weak references to the capturing call's holders, until captured
+        self.baseline = ()          # reference counts of the handed-out Tensors when nothing outside held them
         self.keep = ()              # the steps' learned state: memory and kernels the graph uses
         self.record = None          # what lt.profile shows for a launch of the graph
-        self.count = 0
+        self.count = self.nbytes = 0
+
+    def prepare(self, steps, temps, holders, results) -> None:
+        """The steps to capture on the run, over `temps`, having given the holders `results`."""
+        self.steps, self.temps, self.results = steps, temps, results
+        self.holders = [weakref.ref(h) for h in holders]
+
+    def hand_out(self, holders) -> bool:
+        """Give the holders the graph's results again, if nothing else holds them (else False)."""
+        if self._references(holders) != self.baseline:
+            self.owner.busy += 1
+            return False
+        for h, results in zip(holders, self.results):
+            for name, v in results:
+                setattr(h, name, v)
+        return True
+
+    def _references(self, holders) -> tuple:
+        """Per handed-out Tensor, the references to it (less the holder's attribute, if it holds it),
+        to its array and to the array's allocation: a view of the memory adds one, and so does the
+        array or the Tensor kept anywhere else."""
+        counts = []
+        for h, results in zip(holders, self.results):
+            for name, v in results:
+                if type(v) is Tensor:
+                    a = v.data
+                    counts.append((sys.getrefcount(v) - (getattr(h, name, None) is v), sys.getrefcount(a),
+                                   sys.getrefcount(owner(a))))
+        return tuple(counts)
 
     def run(self):
         graph = self.graph
@@ -91,16 +144,21 @@ class ReplayStep:
     def _capture(self):
         steps, self.steps = self.steps, None
         owner = self.owner
+        nbytes = sum(t.nbytes for t in self.temps)
         reason = first_refusal(steps)
+        if reason is None and nbytes > BUDGET // 4:
+            reason = (f"its temporaries ({nbytes / 2**20:.1f} MB) exceed a quarter of the memory graphs may keep "
+                      f"(LAZYTENSOR_GRAPH_MEMORY={BUDGET // 2**20} MB); large steps are bound by the GPU anyway")
         if reason is not None:
             owner.refuse(reason)
-            for step in steps:
-                step.run()
-            return
+            return _run_all(steps)
+        if _kept[0] + nbytes > BUDGET:          # others keep the memory now: perhaps later
+            owner.forget(self)
+            return _run_all(steps)
         records: list = []
         try:
             with launch_log.listening(records):
-                graph = owner.backend.capture(lambda: [step.run() for step in steps])
+                graph = owner.backend.capture(functools.partial(_run_all, steps))
         except Exception as e:  # noqa: BLE001  (whatever refused capture: the steps run as they are)
             # A step still learning (building a cuDNN graph, timing plans) cannot be captured either:
             # this key is tried again, and the recipe given up only after repeated failures.
@@ -108,25 +166,36 @@ class ReplayStep:
             if owner.failures >= _MAX_FAILURES:
                 owner.refuse(f"capture failed: {type(e).__name__}: {e}")
             else:
-                owner.entries = {k: v for k, v in owner.entries.items() if v is not self}
-            for step in steps:
-                step.run()
-            return
+                owner.forget(self)
+            return _run_all(steps)
         # One record per graph launch for lt.profile: the graph is one launch, of these steps.
         kernels = ", ".join(r.name for r in records)
         self.record = launch_log.KernelRecord("graph", owner.backend.name, "graph", sum(r.elements for r in records),
                                               "memory", 0.0, f"{len(steps)} steps" + (f", kernels {kernels}" if kernels else ""))
         self.keep = tuple(_learned(steps))
         self.count = len(steps)
+        del steps                               # the graph holds no arrays but its own temporaries
+        self.nbytes = nbytes
+        _kept[0] += nbytes
+        self.baseline = self._references([h() for h in self.holders])    # no one but the graph holds them now
+        self.holders = ()
         self.graph = graph
         owner.captures += 1
         graph.launch()
         if launch_log.listeners:
             launch_log.record(self.record)
 
+    def __del__(self):
+        _kept[0] -= self.nbytes
+
     def describe(self, source: bool = True) -> str:
-        return (f"CUDA graph replay of {self.count} steps, captured on an earlier call over the same addresses "
+        return (f"CUDA graph replay of {self.count} steps, captured on an earlier call over the same arrays "
                 f"(lt.explain shows the steps)")
+
+
+def _run_all(steps) -> None:
+    for step in steps:
+        step.run()
 
 
 def capture_refusal(step) -> str | None:

@@ -129,6 +129,116 @@ def test_no_replay_on_the_cpu():
     assert recipes.count() == 1
 
 
+# -- the whole path on the CPU, with stand-in graphs --------------------------------------------------
+
+class ReRun:
+    """A stand-in graph: a launch runs the captured steps again over the same arrays, as a CUDA graph
+    launches the same kernels with the same arguments."""
+
+    def __init__(self, run):
+        self.run, self.launches = run, 0
+
+    def launch(self):
+        self.launches += 1
+        self.run()
+
+
+@pytest.fixture
+def cpu_graphs(monkeypatch):
+    """The CPU backend given stand-in graphs, with every step taken as capturable."""
+    from lazytensor.kernels.cpu import CpuBackend
+    monkeypatch.setattr(CpuBackend, "capture", lambda self, run: ReRun(run), raising=False)
+    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
+    monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
+
+
+def _cbr_operands(c=3, k=8, seed=0):
+    rng = np.random.default_rng(seed)
+    x = lt.asarray(rng.standard_normal((2, 5, 4, c)).astype(np.float32))
+    w = lt.asarray((rng.standard_normal((k, 3, 3, c)) / 5).astype(np.float32))
+    g, b = lt.asarray(rng.uniform(0.5, 1.5, k).astype(np.float32)), lt.asarray(rng.uniform(-0.5, 0.5, k).astype(np.float32))
+    return rng, x, w, g, b
+
+
+def _the_recipe():
+    [recipe] = [r for r in recipes._recipes.values() if r is not recipes.PLAN_EACH_TIME]
+    return recipe
+
+
+def _cbr_loop(x, w, g, b, calls, replayed: bool, monkeypatch):
+    monkeypatch.setattr(replay, "ENABLED", replayed)
+    recipes.clear()
+    k = w.shape[0]
+    rm, rv = lt.zeros((k,), np.float32), lt.ones((k,), np.float32)
+    y = lt.empty(x.shape[:3] + (k,), np.float32)
+    saved = lt.BatchNormSaved()
+    out = []
+    for i in range(calls):
+        x.data[...] = np.random.default_rng(i).standard_normal(x.shape) * (i + 1)
+        y[...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, rm, rv, saved=saved))
+        out.append([v.numpy().copy() for v in (y, rm, rv, saved.saved_mean, saved.saved_inv_var, saved.relu_mask)])
+    return out
+
+
+def test_replayed_loop_equals_the_loop_step_by_step(cpu_graphs, monkeypatch):
+    _, x, w, g, b = _cbr_operands()
+    got = _cbr_loop(x, w, g, b, 7, True, monkeypatch)
+    replays = _the_recipe().replays
+    assert (replays.captures, replays.replays, replays.busy) == (1, 4, 0)    # seen, captured, then replayed
+    want = _cbr_loop(x, w, g, b, 7, False, monkeypatch)
+    for i, (a, b_) in enumerate(zip(got, want)):
+        for name, u, v in zip(("y", "running_mean", "running_var", "saved_mean", "saved_inv_var", "mask"), a, b_):
+            np.testing.assert_array_equal(u, v, err_msg=f"call {i}: {name}")
+
+
+def test_results_still_held_are_not_written_again(cpu_graphs):
+    _, x, w, g, b = _cbr_operands(seed=1)
+    k = w.shape[0]
+    rm, rv = lt.zeros((k,), np.float32), lt.ones((k,), np.float32)
+    y = lt.empty(x.shape[:3] + (k,), np.float32)
+
+    def call(saved):
+        y[...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, rm, rv, saved=saved))
+        return saved
+
+    for _ in range(3):
+        call(lt.BatchNormSaved())                       # seen, captured: the graph keeps its temporaries
+    replays = _the_recipe().replays
+    kept = call(lt.BatchNormSaved())                    # replayed: the graph's results, handed out again
+    assert replays.replays == 1
+    values = {n: getattr(kept, n).numpy().copy() for n in ("saved_mean", "saved_inv_var", "relu_mask")}
+    x.data[...] *= 3
+    later = call(lt.BatchNormSaved())                   # `kept` still holds them: fresh temporaries
+    assert replays.busy == 1 and later.saved_mean is not kept.saved_mean
+    for n, v in values.items():
+        np.testing.assert_array_equal(getattr(kept, n).numpy(), v)
+    view = later.saved_mean.data[1:]                    # a view of a result is a hold on it too
+    del kept, later
+    call(lt.BatchNormSaved())
+    assert replays.busy == 1 and replays.replays == 2   # `later` was a step-by-step call: not the graph's
+    held = call(lt.BatchNormSaved())
+    view_of_graph = held.relu_mask.data[:1]
+    del held
+    call(lt.BatchNormSaved())
+    assert replays.busy == 2                            # the view of the graph's mask still holds it
+    del view_of_graph, view
+    call(lt.BatchNormSaved())
+    assert replays.busy == 2 and replays.replays == 4
+
+
+def test_explain_tells_the_replay_state(cpu_graphs):
+    _, x, w, g, b = _cbr_operands()
+    k = w.shape[0]
+    rm, rv = lt.zeros((k,), np.float32), lt.ones((k,), np.float32)
+    y = lt.empty(x.shape[:3] + (k,), np.float32)
+    expr = lambda: lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, rm, rv))  # noqa: E731
+    for _ in range(4):
+        y[...] = expr()
+    text = lt.explain(expr(), out=y, source=False)
+    assert "CUDA graph replay: the second call over the same tensors and destination" in text
+    assert "1 captured, 1 replays so far, 0 calls step by step" in text
+
+
 # -- on the GPU ---------------------------------------------------------------------------------------
 
 def _operands(rng, n, h, w, c, k):
