@@ -13,6 +13,7 @@ from lazytensor.functions import (exp, log, log1p, expm1, sqrt, sin, cos, tan, t
 from lazytensor.evaluate import evaluate
 from lazytensor.explain import explain
 from lazytensor.profile import profile
+from lazytensor.replay import release_all as release_graphs
 from lazytensor.kernels.backend import default_device, cuda_usable
 from lazytensor.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
 from lazytensor.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
@@ -28,7 +29,7 @@ __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
     "relu", "sign", "floor", "ceil", "isnan", "isfinite", "absolute", "abs", "negative", "invert", "maximum",
-    "minimum", "where", "clip", "astype", "evaluate", "explain", "profile", "default_device", "cuda_usable",
+    "minimum", "where", "clip", "astype", "evaluate", "explain", "profile", "release_graphs", "default_device", "cuda_usable",
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",

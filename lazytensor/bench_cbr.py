@@ -267,6 +267,7 @@ def run_cuda(print_fn=print) -> Table:
             table.floor(apply_, (2 * case.out_bytes + n_el / 8) / bw, "1 read + 1 write of the output + the mask")
             table.add(apply_, "CuPy copy of the output (read + write)", 2 * case.out_bytes / bw)
         del case
+        lt.release_graphs()                 # the graphs of this shape keep temporaries
         cupy.get_default_memory_pool().free_all_blocks()
 
     _host_cost(table, "cuda", np.float16, lambda: cupy.cuda.get_current_stream().synchronize())

@@ -287,9 +287,9 @@ def planned(root, out, backend, make_plan, replay=False):
         recipe = PLAN_EACH_TIME         # remembered, so the attempt is not repeated on every call
     if len(_recipes) >= _MAX_RECIPES:
         try:
-            del _recipes[next(iter(_recipes))]      # the oldest
+            _release(_recipes.pop(next(iter(_recipes))))    # the oldest
         except (KeyError, RuntimeError, StopIteration):
-            pass                                    # another thread evicted it first
+            pass                                            # another thread evicted it first
     _recipes[key] = recipe
     return steps
 
@@ -318,7 +318,15 @@ def replay_note(root, out, backend, steps) -> str | None:
             "its results again once the caller no longer holds the previous ones (" + replays.describe() + ")")
 
 
+def _release(recipe) -> None:
+    replays = getattr(recipe, "replays", None)
+    if replays is not None:
+        replays.release()
+
+
 def clear() -> None:
+    for recipe in list(_recipes.values()):
+        _release(recipe)
     _recipes.clear()
 
 

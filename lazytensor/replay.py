@@ -21,6 +21,7 @@ workspace, loaded kernels) belongs to the steps' learned state, which the graph 
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sys
@@ -35,7 +36,11 @@ ENABLED = os.environ.get("LAZYTENSOR_CUDA_GRAPHS", "1") != "0"
 BUDGET = int(float(os.environ.get("LAZYTENSOR_GRAPH_MEMORY", "1024")) * 2**20)   # bytes all graphs may keep
 _MAX_GRAPHS = 8         # per recipe: a loop alternates between a few destinations at most
 _MAX_FAILURES = 2       # failed captures before a recipe is run step by step for good
-_kept = [0]             # bytes of temporaries kept by live graphs
+_kept = [0]             # bytes of temporaries kept by the graphs in _live
+# Every captured graph, least recently launched first. A graph is found by addresses, which a loop's
+# pool hands out again, so it cannot tell when its arrays are gone for good: graphs are released
+# least recently used first when a new one needs the memory, or all at once by release_all().
+_live: collections.OrderedDict = collections.OrderedDict()
 
 
 class Replays:
@@ -53,6 +58,12 @@ class Replays:
 
     def refuse(self, reason: str) -> None:
         self.refusal = reason
+        self.release()
+
+    def release(self) -> None:
+        """Drop every graph of this recipe, and the temporaries they keep."""
+        for entry in self.entries.values():
+            _unlist(entry)
         self.entries.clear()
 
     def step_for(self, key):
@@ -66,7 +77,7 @@ class Replays:
         if entry is _MISSING:
             if len(entries) >= _MAX_GRAPHS:
                 try:
-                    del entries[next(iter(entries))]        # the oldest
+                    _unlist(entries.pop(next(iter(entries))))     # the oldest
                 except (KeyError, RuntimeError, StopIteration):
                     pass                                    # another thread evicted it first
             entries[key] = None
@@ -74,6 +85,7 @@ class Replays:
         return entry
 
     def forget(self, entry) -> None:
+        _unlist(entry)
         if self.entries.get(entry.key) is entry:
             del self.entries[entry.key]
 
@@ -135,6 +147,7 @@ class ReplayStep:
         graph = self.graph
         if graph is not None:
             graph.launch()
+            _live.move_to_end(self)
             self.owner.replays += 1
             if launch_log.listeners:
                 launch_log.record(self.record)
@@ -152,9 +165,9 @@ class ReplayStep:
         if reason is not None:
             owner.refuse(reason)
             return _run_all(steps)
-        if _kept[0] + nbytes > BUDGET:          # others keep the memory now: perhaps later
-            owner.forget(self)
-            return _run_all(steps)
+        while _kept[0] + nbytes > BUDGET and _live:     # make room: the least recently launched go
+            old = next(iter(_live))
+            old.owner.forget(old)
         records: list = []
         try:
             with launch_log.listening(records):
@@ -176,21 +189,33 @@ class ReplayStep:
         self.count = len(steps)
         del steps                               # the graph holds no arrays but its own temporaries
         self.nbytes = nbytes
-        _kept[0] += nbytes
         self.baseline = self._references([h() for h in self.holders])    # no one but the graph holds them now
         self.holders = ()
         self.graph = graph
+        _live[self] = None
+        _kept[0] += nbytes
         owner.captures += 1
         graph.launch()
         if launch_log.listeners:
             launch_log.record(self.record)
 
-    def __del__(self):
-        _kept[0] -= self.nbytes
-
     def describe(self, source: bool = True) -> str:
         return (f"CUDA graph replay of {self.count} steps, captured on an earlier call over the same arrays "
                 f"(lt.explain shows the steps)")
+
+
+def _unlist(entry) -> None:
+    """Take a graph out of the list of live ones (its memory goes with its last reference)."""
+    if entry is not None and _live.pop(entry, _MISSING) is not _MISSING:
+        _kept[0] -= entry.nbytes
+
+
+def release_all() -> None:
+    """lt.release_graphs(): drop every captured CUDA graph and the temporaries it keeps (they go back
+    to CuPy's memory pool); later calls capture again where they repeat."""
+    while _live:
+        old = next(iter(_live))
+        old.owner.forget(old)
 
 
 def _run_all(steps) -> None:

@@ -29,8 +29,10 @@ needs_cuda = pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a C
 @pytest.fixture(autouse=True)
 def fresh_recipes():
     recipes.clear()
+    lt.release_graphs()
     yield
     recipes.clear()
+    lt.release_graphs()
 
 
 # -- the bookkeeping, with a stand-in backend (runs everywhere) -------------------------------------
@@ -224,6 +226,29 @@ def test_results_still_held_are_not_written_again(cpu_graphs):
     del view_of_graph, view
     call(lt.BatchNormSaved())
     assert replays.busy == 2 and replays.replays == 4
+
+
+def test_graphs_are_released_least_recently_launched_first_within_the_budget(cpu_graphs, monkeypatch):
+    _, x, w, g, b = _cbr_operands()
+    k = w.shape[0]
+    rm, rv = lt.zeros((k,), np.float32), lt.ones((k,), np.float32)
+    ys = [lt.empty(x.shape[:3] + (k,), np.float32) for _ in range(4)]
+    for y in ys:
+        for _ in range(3):                              # by the third call over each destination: captured
+            y[...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, rm, rv))
+    replays = _the_recipe().replays
+    assert replays.captures == 4 and len(replay._live) == 4
+    one = replay._kept[0] // 4
+    monkeypatch.setattr(replay, "BUDGET", 4 * one)      # room for four graphs
+    ys[0][...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, rm, rv))   # replayed: now the most recent
+    y = lt.empty(x.shape[:3] + (k,), np.float32)
+    for _ in range(3):
+        y[...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, rm, rv))
+    assert replays.captures == 5 and len(replay._live) == 4 and replay._kept[0] == 4 * one
+    kept = {entry.key[1] for entry in replay._live}     # the destination's address
+    assert ys[1].data.ctypes.data not in kept and ys[0].data.ctypes.data in kept
+    lt.release_graphs()
+    assert not replay._live and replay._kept[0] == 0
 
 
 def test_explain_tells_the_replay_state(cpu_graphs):
