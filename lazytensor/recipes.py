@@ -49,48 +49,55 @@ def _is_array(v) -> bool:
 
 
 def signature(root, out):
-    """-> (key, tensors, holders) of the expression `root` assigned into the array `out`, or None
-    when the plan must be made afresh (the destination shares memory with an input)."""
+    """-> (key, tensors, holders, addresses) of the expression `root` assigned into the array `out`
+    (addresses: of the tensors' arrays, in order), or None when the plan must be made afresh (the
+    destination shares memory with an input)."""
     index: dict = {}                # id(node) -> position in `parts`
     parts: list = []
     tensors: list = []
+    addresses: list = []
     holders: list = []
     owners: dict = {id(owner(out)): -1}
-    stack = [(root, False)]
+    stack = [root]
     while stack:
-        node, expanded = stack.pop()
+        node = stack[-1]
         if id(node) in index:
+            stack.pop()
             continue
         t = type(node)
         if t is Tensor:
             a = node.data
             layout = node.layout
             if layout is None:              # a tensor's array never changes: read it once
-                layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), address(a) & 15),
-                                        id(owner(a)))
+                at = address(a)
+                layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), at & 15), id(owner(a)), at)
             first = owners.setdefault(layout[1], len(tensors))
             if first == -1:
                 return None                 # the destination's memory is read: aliasing depends on addresses
             part = (layout[0], first)
             tensors.append(a)
+            addresses.append(layout[2])
         elif t is Const:
             v = node.value
             part = ("C", node.dtype, type(v), v if v == v else "nan")
-        elif expanded:
+        else:
+            args = node.args
+            pending = [a for a in args if id(a) not in index]
+            if pending:                     # operands first, left to right; then this node again
+                pending.reverse()
+                stack.extend(pending)
+                continue
             attrs = node.attrs
             holder = getattr(attrs, "saved", None)
             if holder is not None:
                 holders.append(holder)
                 attrs = attrs.structure
-            part = ("E", node.op, node.dtype, node.shape, attrs, tuple(index[id(a)] for a in node.args))
-        else:
-            stack.append((node, True))
-            stack.extend((a, False) for a in reversed(node.args) if id(a) not in index)
-            continue
+            part = ("E", node.op, node.dtype, node.shape, attrs, tuple([index[id(a)] for a in args]))
+        stack.pop()
         index[id(node)] = len(parts)
         parts.append(part)
     key = (tuple(parts), out.shape, out.strides, out.dtype, _place(out), address(out) & 15, type(out))
-    return key, tensors, holders
+    return key, tensors, holders, addresses
 
 
 class Source(tuple):
@@ -147,15 +154,15 @@ class Recipe:
         self.builders = [t.compile() for t in templates]
         self.replays = Replays(backend) if hasattr(backend, "capture") else None
 
-    def instantiate(self, tensors, out, holders, replay=False):
+    def instantiate(self, tensors, out, holders, addresses=None):
         """The recipe's steps over these arrays, with fresh temporaries; fills the result holders.
-        replay: the steps may come back as one CUDA graph step (lazytensor.replay) when the same
-        tensors and destination were seen before."""
+        addresses: of the tensors, to replay the steps as one CUDA graph step (lazytensor.replay)
+        when the same tensors and destination were seen before."""
         backend = self.backend
         replays = self.replays
         entry = None
-        if replay and replays is not None and replays.refusal is None and graph_replay.ENABLED:
-            entry = replays.step_for((backend.current_device(), address(out), *[address(a) for a in tensors]))
+        if addresses is not None and replays is not None and replays.refusal is None and graph_replay.ENABLED:
+            entry = replays.step_for((backend.current_device(), address(out), *addresses))
             if entry is not None and entry.graph is not None:
                 if entry.hand_out(holders):         # the graph's results are free: it writes them again
                     return [entry]
@@ -273,13 +280,15 @@ def planned(root, out, backend, make_plan, replay=False):
     sig = signature(root, out)
     if sig is None:
         return make_plan(root, out, backend)
-    key, tensors, holders = sig
+    key, tensors, holders, addresses = sig
     try:
         recipe = _recipes.get(key)
     except TypeError:                   # an attribute that cannot be hashed: plan every time
         return make_plan(root, out, backend)
     if recipe is not None:
-        return make_plan(root, out, backend) if recipe is PLAN_EACH_TIME else recipe.instantiate(tensors, out, holders, replay)
+        if recipe is PLAN_EACH_TIME:
+            return make_plan(root, out, backend)
+        return recipe.instantiate(tensors, out, holders, addresses if replay else None)
     steps = make_plan(root, out, backend)
     try:
         recipe = Recipe(steps, tensors, out, holders, backend)
