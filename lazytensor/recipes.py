@@ -26,6 +26,7 @@ import numpy as np
 
 from lazytensor.expr import Const, Expr
 from lazytensor import replay as graph_replay
+from lazytensor.bounded import make_room
 from lazytensor.memory import address, extent, owner, owner_address
 from lazytensor.replay import Replays
 from lazytensor.tensor import Tensor
@@ -294,11 +295,7 @@ def planned(root, out, backend, make_plan, replay=False):
         recipe = Recipe(steps, tensors, out, holders, backend)
     except _NotRebindable:
         recipe = PLAN_EACH_TIME         # remembered, so the attempt is not repeated on every call
-    if len(_recipes) >= _MAX_RECIPES:
-        try:
-            _release(_recipes.pop(next(iter(_recipes))))    # the oldest
-        except (KeyError, RuntimeError, StopIteration):
-            pass                                            # another thread evicted it first
+    make_room(_recipes, _MAX_RECIPES, _release)
     _recipes[key] = recipe
     return steps
 

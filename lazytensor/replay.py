@@ -27,6 +27,7 @@ import os
 import sys
 import weakref
 
+from lazytensor.bounded import make_room
 from lazytensor.kernels import launch_log
 from lazytensor.memory import owner
 from lazytensor.steps import Learned
@@ -75,11 +76,7 @@ class Replays:
             entry = entries[key] = ReplayStep(self, key)
             return entry
         if entry is _MISSING:
-            if len(entries) >= _MAX_GRAPHS:
-                try:
-                    _unlist(entries.pop(next(iter(entries))))     # the oldest
-                except (KeyError, RuntimeError, StopIteration):
-                    pass                                    # another thread evicted it first
+            make_room(entries, _MAX_GRAPHS, _unlist)
             entries[key] = None
             return None
         return entry

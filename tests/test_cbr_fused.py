@@ -24,23 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
+from devices import cudnn_ready
 from lazytensor.cbr.batchnorm_reference import batchnorm_train_reference
 from lazytensor.cbr.conv_args import conv_output_shape
 from lazytensor.cbr.conv_reference import conv2d_nhwc_reference
 
 
-def _cuda_ready() -> bool:
-    if not lt.cuda_usable():
-        return False
-    try:
-        import cudnn  # noqa: F401
-    except Exception:  # noqa: BLE001 - the fused CUDA path needs the cuDNN frontend
-        return False
-    return True
-
-
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu,
-                                   pytest.mark.skipif(not _cuda_ready(), reason="needs CUDA, CuPy and cuDNN")])
+                                   pytest.mark.skipif(not cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")])
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 # (device, storage dtype): on CUDA the fused path takes float16 activations and weights.
 CONFIGS = [pytest.param("cpu", F32, id="cpu-float32"), pytest.param("cpu", F16, id="cpu-float16"),

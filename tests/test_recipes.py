@@ -8,20 +8,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
+from devices import cudnn_ready
 from lazytensor import plan as lt_plan
 from lazytensor import recipes
 
 F32 = np.float32
-
-
-def _cudnn_ready() -> bool:
-    if not lt.cuda_usable():
-        return False
-    try:
-        import cudnn  # noqa: F401
-    except Exception:  # noqa: BLE001 - the CBR path on CUDA needs the cuDNN frontend
-        return False
-    return True
 
 
 GPU = [pytest.mark.gpu, pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")]
@@ -29,7 +20,7 @@ DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=
 # (device, storage dtype, in-channels): the CUDA CBR path takes float16 and channels in multiples of 8
 CBR_CONFIGS = [pytest.param("cpu", np.float32, 3, id="cpu"),
                pytest.param("cuda", np.float16, 8, id="cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-                   not _cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")])]
+                   not cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")])]
 
 
 def arr(shape, seed, dtype=F32):

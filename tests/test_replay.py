@@ -8,21 +8,12 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
+from devices import cudnn_ready
 from lazytensor import recipes, replay
 from lazytensor.kernels import launch_log
 
 
-def _cudnn_ready() -> bool:
-    if not lt.cuda_usable():
-        return False
-    try:
-        import cudnn  # noqa: F401
-    except Exception:  # noqa: BLE001 - the CBR path on CUDA needs the cuDNN frontend
-        return False
-    return True
-
-
-needs_cudnn = pytest.mark.skipif(not _cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")
+needs_cudnn = pytest.mark.skipif(not cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")
 needs_cuda = pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
 
 
