@@ -107,9 +107,10 @@ class CudaBackend:
 
     # -- graphs -------------------------------------------------------------------------------
     def capture(self, run):
-        """The work run() enqueues on the current stream, captured into a CUDA graph (cupy.cuda.graph.Graph:
-        graph.launch() enqueues it all on the current stream) instead of run. Capture happens on a
-        stream of its own (the legacy default stream cannot capture); nothing runs until a launch."""
+        """Calls run() with a capturing stream as the current one and returns the CUDA graph of the work it
+        enqueued (cupy.cuda.graph.Graph; graph.launch() enqueues that work on the current stream).
+        Nothing executes during the capture. The stream is one of the backend's own: the legacy
+        default stream cannot capture."""
         cp = self._cupy
         device = cp.cuda.runtime.getDevice()
         stream = self._capture_streams.get(device)

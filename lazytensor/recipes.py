@@ -12,7 +12,9 @@ the expression's signature:
 Launch choices that depend on these alone (a cuDNN graph, a kernel's grid) are kept with the recipe.
 A hit rebinds the recorded steps: an array a step holds is the new expression's tensor in the same
 place, the new destination, or a fresh allocation of the same shape (a view of one keeps its place
-in it). Temporaries are never shared between calls: saved statistics and masks outlive a call.
+in it). Each call gets temporaries of its own: saved statistics and masks outlive a call. On CUDA,
+a call over the same tensors and destination as an earlier one may instead launch the steps as one
+captured graph that keeps its temporaries (lazytensor.replay says when, and how results stay safe).
 Plans that write or read a view of a tensor they were not handed, or whose destination shares
 memory with an input (the aliasing rules then depend on the addresses), are planned every time.
 """
@@ -28,7 +30,6 @@ from lazytensor.expr import Const, Expr
 from lazytensor import replay as graph_replay
 from lazytensor.bounded import make_room
 from lazytensor.memory import address, extent, owner, owner_address
-from lazytensor.replay import Replays
 from lazytensor.tensor import Tensor
 
 _MAX_RECIPES = 256
@@ -153,7 +154,7 @@ class Recipe:
         self.temps = [(filled if filled is not None and filled[1].itemsize * math.prod(filled[0]) >= size
                        else ((size,), np.dtype(np.uint8))) for size, filled in spans]
         self.builders = [t.compile() for t in templates]
-        self.replays = Replays(backend) if hasattr(backend, "capture") else None
+        self.replays = graph_replay.Replays(backend) if hasattr(backend, "capture") else None
 
     def instantiate(self, tensors, out, holders, addresses=None):
         """The recipe's steps over these arrays, with fresh temporaries; fills the result holders.
