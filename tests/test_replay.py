@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
 from devices import cudnn_ready
@@ -240,6 +241,63 @@ def test_graphs_are_released_least_recently_launched_first_within_the_budget(cpu
     assert ys[1].data.ctypes.data not in kept and ys[0].data.ctypes.data in kept
     lt.release_graphs()
     assert not replay._live and replay._kept[0] == 0
+
+
+CALL = st.tuples(st.just("call"), st.booleans(), st.booleans(), st.integers(0, 1))   # new values, new holder, which destination
+ACTIONS = st.lists(st.one_of(
+    CALL, CALL, CALL,
+    st.tuples(st.just("keep"), st.sampled_from(["saved_mean", "saved_inv_var", "relu_mask"]), st.booleans()),
+    st.tuples(st.just("drop"), st.integers(0, 7))), min_size=1, max_size=30)
+# Three calls into each destination first: both have a graph before the drawn actions start.
+CAPTURED = [("call", True, False, 0)] * 3 + [("call", True, False, 1)] * 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=ACTIONS)
+def test_any_sequence_of_calls_and_holds_keeps_results_intact(cpu_graphs, monkeypatch, actions):
+    """A replayed loop against the same loop run step by step, call for call, while the caller keeps
+    and drops results (a Tensor, or a view of its array): the two agree on every output, and a kept
+    result never changes."""
+    recipes.clear()
+    lt.release_graphs()
+    _, x, w, g, b = _cbr_operands(seed=2)
+    k = w.shape[0]
+
+    def loop():
+        return {"rm": lt.zeros((k,), np.float32), "rv": lt.ones((k,), np.float32), "saved": lt.BatchNormSaved(),
+                "ys": [lt.empty(x.shape[:3] + (k,), np.float32) for _ in range(2)]}
+    replayed, stepwise = loop(), loop()
+    kept = []                                   # (the held object, its values when taken)
+    for i, action in enumerate(CAPTURED + actions):
+        if action[0] == "call":
+            _, new_values, new_holder, dest = action
+            if new_values:
+                x.data[...] = np.random.default_rng(i).standard_normal(x.shape) + i
+            for state, enabled in ((replayed, True), (stepwise, False)):
+                monkeypatch.setattr(replay, "ENABLED", enabled)
+                if new_holder:
+                    state["saved"] = lt.BatchNormSaved()
+                state["ys"][dest][...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), g, b, state["rm"], state["rv"],
+                                                               saved=state["saved"]))
+            for name in ("saved_mean", "saved_inv_var", "relu_mask"):
+                np.testing.assert_array_equal(getattr(replayed["saved"], name).numpy(),
+                                              getattr(stepwise["saved"], name).numpy(), err_msg=f"action {i}: {name}")
+            for name in ("rm", "rv"):
+                np.testing.assert_array_equal(replayed[name].numpy(), stepwise[name].numpy(), err_msg=f"action {i}")
+            np.testing.assert_array_equal(replayed["ys"][dest].numpy(), stepwise["ys"][dest].numpy())
+        elif action[0] == "keep":
+            _, name, as_view = action
+            t = getattr(replayed["saved"], name)
+            if t is None:                       # no call yet
+                continue
+            held = t.data[1:] if as_view else t
+            kept.append((held, np.array(held.numpy() if not as_view else held, copy=True)))
+        elif kept:
+            kept.pop(action[1] % len(kept))
+        for j, (held, value) in enumerate(kept):
+            now = held.numpy() if isinstance(held, lt.Tensor) else held
+            np.testing.assert_array_equal(now, value, err_msg=f"after action {i}: kept result {j} changed")
+    monkeypatch.setattr(replay, "ENABLED", True)
 
 
 def test_explain_tells_the_replay_state(cpu_graphs):
