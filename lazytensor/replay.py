@@ -34,7 +34,21 @@ from lazytensor.steps import Learned
 from lazytensor.tensor import Tensor
 
 ENABLED = os.environ.get("LAZYTENSOR_CUDA_GRAPHS", "1") != "0"
-BUDGET = int(float(os.environ.get("LAZYTENSOR_GRAPH_MEMORY", "1024")) * 2**20)   # bytes all graphs may keep
+
+
+def _budget() -> int:
+    """LAZYTENSOR_GRAPH_MEMORY (MB) in bytes: the temporaries all graphs may keep."""
+    value = os.environ.get("LAZYTENSOR_GRAPH_MEMORY", "1024")
+    try:
+        mb = float(value)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        raise ValueError(f"LAZYTENSOR_GRAPH_MEMORY is the memory CUDA graphs may keep, in MB (>= 0); got {value!r}")
+    return int(mb * 2**20)
+
+
+BUDGET = _budget()
 _MAX_GRAPHS = 8         # per recipe: a loop alternates between a few destinations at most
 _MAX_FAILURES = 2       # failed captures before a recipe is run step by step for good
 _kept = [0]             # bytes of temporaries kept by the graphs in _live
