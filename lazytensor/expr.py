@@ -194,9 +194,10 @@ def apply(op: str, *operands) -> Expr:
                 try:
                     _dt.scalar_value(x, want)     # NumPy's OverflowError for out-of-range Python ints
                 except OverflowError:
-                    if op not in _COMPARISONS:
+                    constant = _compare_out_of_range(op, operands)
+                    if constant is None:
                         raise
-                    return _compare_wide(op, operands)
+                    return constant
             elif isinstance(x, np.generic):
                 x = x.item()
             x = Const(x, want)
@@ -219,18 +220,16 @@ def binary(op: str, a, b) -> Expr:
     if rule is None or type(rule) is TypeError or not (a_node or b_node):
         return apply(op, a, b)
     (la, lb), out = rule
+    if (type(a) is int and la.kind in "iu") or (type(b) is int and lb.kind in "iu"):
+        return apply(op, a, b)            # NumPy's overflow check and exact comparisons
     if a_node:
         if a.dtype is not la and a.dtype != la:
             a = Expr("astype", (a,), a.shape, la, a.device, a.heavy)
-    elif type(a) is int and la.kind in "iu":
-        return apply(op, a, b)            # NumPy's overflow check and wide comparisons
     else:
         a = Const(a, la)
     if b_node:
         if b.dtype is not lb and b.dtype != lb:
             b = Expr("astype", (b,), b.shape, lb, b.device, b.heavy)
-    elif type(b) is int and lb.kind in "iu":
-        return apply(op, a, b)
     else:
         b = Const(b, lb)
     sa, sb = a.shape, b.shape
@@ -248,20 +247,28 @@ def _numpy_operand(x):
     return x
 
 
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
+# A comparison read from its Operand's side: `value < x` is `x > value`.
+_FROM_OPERAND = {"equal": "equal", "not_equal": "not_equal", "less": "greater", "less_equal": "greater_equal",
+                 "greater": "less", "greater_equal": "less_equal"}
 
 
-def _compare_wide(op: str, operands) -> Expr:
-    """NumPy 2 compares integers with an out-of-range Python int exactly (int8 < 300 is True
-    everywhere): compare in a 64-bit loop where the int fits (int64 and uint64 mix exactly)."""
-    wide = []
-    for x in operands:
-        if type(x) is int:
-            if not -2**63 <= x < 2**64:
-                raise OverflowError(f"Python integer {x} out of bounds for int64 and uint64")
-            x = np.int64(x) if x < 2**63 else np.uint64(x)
-        wide.append(x)
-    return apply(op, *wide)
+def _compare_out_of_range(op: str, operands):
+    """NumPy 2 compares an integer operand with a Python int beyond its dtype's range exactly
+    (int8 < 300 is True everywhere), however large the int. Every element then compares alike, so
+    the result is a constant of the operand's shape and device: x == x (all True, integers have
+    no NaN) or x != x (all False). None where NumPy raises instead: other ops, and bool operands,
+    which meet a Python int in an int64 loop."""
+    if op not in _FROM_OPERAND:
+        return None
+    a, b = operands
+    x, value, x_left = (a, b, True) if type(b) is int else (b, a, False)
+    if not isinstance(x, Operand) or x.dtype.kind not in "iu":
+        return None
+    relation = op if x_left else _FROM_OPERAND[op]
+    above = value > 0                   # beyond the range: above its maximum or below its minimum
+    true = {"equal": False, "not_equal": True, "less": above, "less_equal": above,
+            "greater": not above, "greater_equal": not above}[relation]
+    return apply("equal" if true else "not_equal", x, x)
 
 
 from lazytensor import tensor as _tensor  # noqa: E402  (NumPy arrays in expressions become CPU tensors)

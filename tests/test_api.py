@@ -2,6 +2,8 @@
 interoperability, reflected operators, NEP 50 promotion and broadcasting."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import pytest
 
@@ -249,6 +251,26 @@ def test_nep50_python_int_out_of_range_raises_overflow():
     # Comparisons are exact instead (NumPy 2): int8 < 300 is True everywhere.
     np.testing.assert_array_equal(lt.evaluate(t < 300).numpy(), [True, True])
     np.testing.assert_array_equal(lt.evaluate(t == -1000).numpy(), [False, False])
+
+
+@pytest.mark.parametrize("value", [300, -1000, 2**63, 2**64, -2**63 - 1, 2**100, -2**100])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int64", "uint64", "bool"])
+def test_comparison_with_python_int_of_any_size_behaves_as_numpy(dtype, value):
+    """Integers compare exactly with any Python int; bool meets it in an int64 loop and overflows.
+    Each is built twice, on either side: the second build takes the cached type rule."""
+    an = np.array([0, 1, 2], dtype)
+    t = lt.asarray(an)
+    for _ in range(2):
+        for op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+            for args, lt_args in (((an, value), (t, value)), ((value, an), (value, t))):
+                try:
+                    want = op(*args)
+                except OverflowError:
+                    with pytest.raises(OverflowError):
+                        op(*lt_args)
+                    continue
+                np.testing.assert_array_equal(lt.evaluate(op(*lt_args)).numpy(), want,
+                                              err_msg=f"{op.__name__}{args}")
 
 
 def test_nep50_promotion_rules():

@@ -133,9 +133,9 @@ def test_binary_op_all_pairs(op, dtype):
 # dtype, so not the full product): weak ints in and out of range, weak floats with float16, a
 # weak bool, strong NumPy scalars that promote.
 SCALAR_CASES = [(2, "int8"), (-1, "uint8"), (300, "int8"), (2**63, "uint64"), (2**64 - 1, "int64"),
-                (2.5, "float16"), (np.nan, "float32"), (-0.0, "float64"), (1e300, "float32"), (True, "int8"),
-                (np.float32(1.5), "int16"), (np.int8(-3), "uint8"), (np.uint64(2**64 - 1), "int64"),
-                (np.float64(0.1), "float16")]
+                (-2**63 - 1, "int64"), (2**63, "bool"), (2.5, "float16"), (np.nan, "float32"), (-0.0, "float64"),
+                (1e300, "float32"), (True, "int8"), (np.float32(1.5), "int16"), (np.int8(-3), "uint8"),
+                (np.uint64(2**64 - 1), "int64"), (np.float64(0.1), "float16")]
 
 
 @pytest.mark.parametrize("op", BINARY)
