@@ -358,7 +358,8 @@ def test_where_clip_astype_functions():
 def test_clip_with_python_int_bounds_of_any_size_behaves_as_numpy(dtype, bounds):
     x = np.array([0, 1, 5], dtype)
     try:
-        want = np.clip(x, *bounds)
+        with np.errstate(over="ignore"):        # a huge bound is inf in float16, as intended
+            want = np.clip(x, *bounds)
     except OverflowError:
         with pytest.raises(OverflowError):
             lt.clip(lt.asarray(x), *bounds).numpy()

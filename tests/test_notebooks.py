@@ -1,6 +1,7 @@
 """Every notebook in notebooks/ runs top to bottom without a cell error (on the CPU in CI)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -33,6 +34,14 @@ def jupyter_env(tmp_path, monkeypatch):
 
 def test_notebooks_exist():
     assert NOTEBOOKS, "notebooks/ holds no .ipynb file"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_cells_have_unique_ids(path):
+    """nbformat 4.5 requires cell ids; a missing one is a warning now and an error in later nbformat."""
+    ids = [cell.get("id") for cell in json.loads(path.read_text())["cells"]]
+    assert None not in ids, f"{path.name}: cells {[i for i, c in enumerate(ids) if c is None]} have no id"
+    assert len(set(ids)) == len(ids), f"{path.name}: repeated cell ids"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
