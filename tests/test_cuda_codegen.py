@@ -20,6 +20,7 @@ from lazytensor.kernels.ops import DTYPES, OPS
 from lazytensor.kernels.program import program_for
 from lazytensor.kernels.render_cuda import render_cuda
 from lazytensor.lower import lower
+from layouts import contiguous_strides
 
 F16, F32, F64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
 
@@ -103,16 +104,8 @@ def _relu_affine(dtype):
     return program_for(ins, 5, (), dtype)
 
 
-def _contiguous_strides(shape, itemsize):
-    strides, step = [], itemsize
-    for e in reversed(shape):
-        strides.append(step)
-        step *= e
-    return tuple(reversed(strides))
-
-
 def _plan(program, shape, operands, out_strides=None, out_address=0):
-    out_strides = out_strides or _contiguous_strides(shape, program.out_dtype.itemsize)
+    out_strides = out_strides or contiguous_strides(shape, program.out_dtype.itemsize)
     return plan_launch(program, shape, out_strides, out_address, operands)
 
 
@@ -123,7 +116,7 @@ def test_per_channel_vectors_of_nc_are_read_once_per_thread(dtype):
     program = _relu_affine(dtype) if dtype.kind == "f" else program_for(
         (("load", dtype, 0), ("load", dtype, 1), ("add", dtype, 0, 1)), 2, (), dtype)
     n, c, it = 1 << 12, 64, dtype.itemsize
-    x = ((n, c), _contiguous_strides((n, c), it), 0)
+    x = ((n, c), contiguous_strides((n, c), it), 0)
     vec = ((c,), (it,), 4096)
     geometry = _plan(program, (n, c), [x] + [vec] * (program.n_inputs - 1))
     layout = geometry.layout
@@ -204,7 +197,7 @@ def test_row_loop_kernels_compile():
 def test_nchw_per_channel_needs_one_division_and_one_modulo():
     program = _relu_affine(F32)
     shape = (8, 16, 5, 6)
-    x = (shape, _contiguous_strides(shape, 4), 0)
+    x = (shape, contiguous_strides(shape, 4), 0)
     vec = ((16, 1, 1), (4, 4, 4), 0)
     geometry = _plan(program, shape, [x] + [vec] * 4)
     assert geometry.extents == (8, 16, 30)
