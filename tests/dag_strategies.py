@@ -120,10 +120,11 @@ def elements(dtype):
 
 def python_scalars():
     """Weak scalars: Python int (including out-of-range values, which must raise OverflowError
-    exactly where NumPy raises it), Python float, Python bool."""
+    exactly where NumPy raises it, and ints beyond 64 bits, which integers still compare with),
+    Python float, Python bool."""
     return st.one_of(
         st.sampled_from([0, 1, -1, 2, 3, 5, 127, 128, 255, 256, -129, 300, 65535, 2**31 - 1, 2**31,
-                         2**63 - 1, -2**63, 2**64 - 1]),
+                         2**63 - 1, -2**63, 2**64 - 1, -2**63 - 1, 2**64, 2**100]),
         st.integers(-50, 50),
         st.sampled_from([0.0, -0.0, 0.5, 2.5, -1.5, np.nan, np.inf, -np.inf, 1e-3, 1e30, 70000.0]),
         st.floats(-100, 100),
