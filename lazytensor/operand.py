@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.rewrites import bool_squared
+
 
 class Operand:
     __slots__ = ()
@@ -24,7 +26,11 @@ class Operand:
     def __rfloordiv__(self, o): return _expr.binary("floor_divide", o, self)
     def __mod__(self, o): return _expr.binary("remainder", self, o)
     def __rmod__(self, o): return _expr.binary("remainder", o, self)
-    def __pow__(self, o): return _expr.binary("power", self, o)
+    def __pow__(self, o):
+        if bool_squared(self, o):
+            return _expr.apply("square", self)
+        return _expr.binary("power", self, o)
+
     def __rpow__(self, o): return _expr.binary("power", o, self)
     def __neg__(self): return _expr.apply("negative", self)
     def __pos__(self): return self

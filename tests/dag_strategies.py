@@ -294,11 +294,12 @@ def _reference64(op, args, shape):
 # building nodes
 
 
-def _np_call(op, np_args):
-    """NumPy's eager evaluation of one op; NumPy's warnings are expected and silenced."""
+def _np_call(op, np_args, form="ufunc"):
+    """NumPy's eager evaluation of one op, as the `form` lazytensor's side was written in;
+    NumPy's warnings are expected and silenced."""
     with np.errstate(all="ignore"):
         if op == "power":
-            return _np_power(*np_args)
+            return _np_power(*np_args, operator=form != "ufunc")
         if op == "where":
             _check_where_scalars(*np_args)
         return np.asarray(OPS[op].reference(*np_args))
@@ -314,11 +315,12 @@ def _check_where_scalars(cond, a, b):
             raise OverflowError(f"Python integer {x} out of bounds for {out.name}")
 
 
-def _np_power(a, b):
-    """np.power, with lazytensor's documented result where NumPy refuses a negative integer
-    exponent (ValueError): 1 for base 1, +-1 for base -1, else 0 (kernels/numba_prelude.py)."""
+def _np_power(a, b, operator=False):
+    """np.power, or NumPy's `**` operator (which squares a bool x ** 2 into int8, not int64), with
+    lazytensor's documented result where NumPy refuses a negative integer exponent (ValueError):
+    1 for base 1, +-1 for base -1, else 0 (kernels/numba_prelude.py)."""
     try:
-        return np.asarray(np.power(a, b))
+        return np.asarray(a ** b if operator else np.power(a, b))
     except ValueError as exc:
         if "negative integer powers" not in str(exc):
             raise
@@ -384,7 +386,7 @@ def build(op, args, form="function", text=None):
     lt_args = [a.lt if isinstance(a, Node) else a for a in args]
     np_exc = lt_exc = None
     try:
-        expected = _np_call(op, np_args)
+        expected = _np_call(op, np_args, form)
     except Exception as exc:   # noqa: BLE001 - compared with lazytensor's below
         np_exc = exc
     try:

@@ -309,6 +309,19 @@ def test_integer_division_and_modulo_by_zero_give_numpy_results():
         np.testing.assert_array_equal(lt.evaluate(m // -1).numpy(), np.array([-128], np.int8) // np.int8(-1))
 
 
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int64", "float16", "float32"])
+@pytest.mark.parametrize("exponent", [2, 2.0, 3, 0.5, True, np.int8(2), np.float32(2.0)])
+def test_power_dtypes_as_numpy_operator_and_ufunc(dtype, exponent):
+    """x ** 2 is square(x) only where the dtype stays: NumPy's `**` squares a bool into int8 while
+    np.power(bool, 2) is int64, and an integer ** 2.0 is float64."""
+    an = np.array([0, 1, 3], dtype)
+    t = lt.asarray(an)
+    for want, got in ((an ** exponent, t ** exponent), (np.power(an, exponent), np.power(t, exponent))):
+        got = lt.evaluate(got).numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_integer_power_with_negative_exponent_is_documented_not_numpy():
     """Deliberate difference: NumPy raises ValueError for negative integer exponents; an
     elementwise kernel cannot raise, so lazytensor gives 1 for base 1, +-1 for base -1, else 0."""
