@@ -433,11 +433,12 @@ def build_astype(node: Node, dtype) -> Node:
 def _zero_ties_unspecified(values, result, err):
     """max/min of -0.0 and +0.0: IEEE 754 lets either come out, and NumPy's own loops disagree
     (float32/float64 maximum returns the second operand, float16 maximum and np.clip the first).
-    Such elements are not compared (and neither is anything computed from them)."""
+    Operands are seen as the loop sees them, in the result dtype: a tiny Python float bound is a
+    zero in float16. Such elements are not compared (and neither is anything computed from them)."""
     if result.dtype.kind != "f":
         return err
-    zeros = [np.broadcast_to(np.asarray(v, np.float64), result.shape) for v in values if v is not None]
     with np.errstate(all="ignore"):
+        zeros = [np.broadcast_to(np.asarray(v).astype(result.dtype), result.shape) for v in values if v is not None]
         neg = np.logical_or.reduce([(z == 0) & np.signbit(z) for z in zeros])
         pos = np.logical_or.reduce([(z == 0) & ~np.signbit(z) for z in zeros])
     tie = neg & pos & (result == 0)
