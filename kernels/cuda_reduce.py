@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from . import launch_log
+from .cuda_kernel import CudaKernel, scalar_converters
 from .cuda_layout import BLOCK
 from .cuda_reduce_layout import MOMENT_LANES, ReduceGeometry, plan_finish, plan_reduction
 from .program import ElementwiseProgram, Reduction
@@ -62,7 +63,6 @@ def _operands(inputs) -> list:
 
 def _kernel(backend, key, render):
     """A CudaKernel from the backend's cache, built (NVRTC or the disk cache) on a miss."""
-    from .cuda import CudaKernel
     built = []
 
     def build():
@@ -81,7 +81,6 @@ def _main_key(program, spec, layout):
 
 def plan(backend, program: ElementwiseProgram, spec: Reduction, inputs, device_id: int) -> ReductionLaunch:
     """Build (or compile) everything a reduction needs; cached by the caller."""
-    from .cuda import scalar_converters
     cp = backend._cupy
     sm_count = _sm_counts.get(device_id)
     if sm_count is None:

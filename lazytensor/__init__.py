@@ -4,22 +4,22 @@ single fused kernel (numba on the CPU, CUDA C through NVRTC on the GPU).
     import lazytensor as lt
     y[...] = lt.relu((a + b) * c + 5 * d)     # one kernel
 """
-from lazytensor.tensor import (Tensor, asarray, empty, zeros, ones, full, empty_like, zeros_like,
+from lazytensor.core.tensor import (Tensor, asarray, empty, zeros, ones, full, empty_like, zeros_like,
                                ones_like, full_like, arange)
-from lazytensor.expr import Expr
-from lazytensor.functions import (exp, log, log1p, expm1, sqrt, sin, cos, tan, tanh, sigmoid, relu, sign,
+from lazytensor.core.expr import Expr
+from lazytensor.ops.elementwise import (exp, log, log1p, expm1, sqrt, sin, cos, tan, tanh, sigmoid, relu, sign,
                                   floor, ceil, isnan, isfinite, absolute, abs, negative, invert, maximum,
                                   minimum, where, clip, astype)
-from lazytensor.evaluate import evaluate
-from lazytensor.explain import explain
-from lazytensor.profile import profile
-from lazytensor.replay import release_all as release_graphs
+from lazytensor.plan.evaluate import evaluate
+from lazytensor.tools.explain import explain
+from lazytensor.tools.profile import profile
+from lazytensor.plan.replay import release_all as release_graphs
 from lazytensor.kernels.backend import default_device, cuda_usable
-from lazytensor.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
-from lazytensor.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
-from lazytensor.nn import conv2d, batch_norm, BatchNormSaved
-from lazytensor import cbr_plan as _cbr_plan  # noqa: F401  (registers the conv2d/batch_norm planners)
-from lazytensor.cbr_block import CBR
+from lazytensor.ops.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
+from lazytensor.ops.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
+from lazytensor.ops.conv_bn import conv2d, batch_norm, BatchNormSaved
+from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the conv2d/batch_norm planners)
+from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.

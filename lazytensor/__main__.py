@@ -15,10 +15,10 @@ def main(argv=None) -> int:
     bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "all"], default="all")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from lazytensor.demo import run_demo
+        from lazytensor.tools.demo import run_demo
         run_demo(args.device)
     else:
-        from lazytensor.bench_suites import run_suites
+        from lazytensor.bench.suites import run_suites
         run_suites(args.device, args.suite, print)
     return 0
 

@@ -59,7 +59,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lazytensor as lt
-from lazytensor.expr import apply
+from lazytensor.core.expr import apply
 from lazytensor.kernels.ops import DTYPES, OPS
 
 APPROX_ULPS = 8

@@ -14,7 +14,7 @@ MODULES = [
     "lazytensor.cbr.cudnn_conv",
     "lazytensor.cbr.cuda_event_timing",
     "lazytensor.cbr.tune",
-    "lazytensor.cbr.bench_cudnn_calls",
+    "lazytensor.bench.cudnn_calls",
 ]
 
 

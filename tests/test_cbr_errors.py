@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-import lazytensor.cbr_plan as cbr_plan
-import lazytensor.steps as lt_steps
+import lazytensor.plan.cbr_plan as cbr_plan
+import lazytensor.plan.steps as lt_steps
 from lazytensor.cbr import finalize_cpu
 
 F32 = np.float32

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
 
 import lazytensor as lt
-from lazytensor.expr import apply
+from lazytensor.core.expr import apply
 from lazytensor.kernels.cuda import describe_geometry
 from lazytensor.kernels.cuda_layout import (BLOCK, CONTIGUOUS, ROW_STEPS, ROW_UNROLL, RUNTIME, collapse,
                                           flat_geometry, plan_launch)
@@ -19,7 +19,7 @@ from lazytensor.kernels.nvrtc_check import NvrtcError, compile_to_ptx
 from lazytensor.kernels.ops import DTYPES, OPS
 from lazytensor.kernels.program import program_for
 from lazytensor.kernels.render_cuda import render_cuda
-from lazytensor.lower import lower
+from lazytensor.plan.lower import lower
 from layouts import contiguous_strides
 
 F16, F32, F64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")

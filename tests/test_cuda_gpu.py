@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not cuda_usable(), reason="needs CuPy and a CUDA device")]
 
 import lazytensor as lt  # noqa: E402
-from lazytensor.expr import apply  # noqa: E402
+from lazytensor.core.expr import apply  # noqa: E402
 from lazytensor.kernels.ops import DTYPES, OPS  # noqa: E402
 
 TRANSCENDENTAL = {"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid"}

@@ -18,8 +18,8 @@ from lazytensor.kernels.ops import DTYPES
 from lazytensor.kernels.program import Reduction, program_for
 from lazytensor.kernels.render_cuda_reduce import render_cuda_finish, render_cuda_reduce, state_dtype
 from lazytensor.kernels.backend import backend_for
-from lazytensor.plan import plan
-from lazytensor.steps import FusedReduction
+from lazytensor.plan.planner import plan
+from lazytensor.plan.steps import FusedReduction
 
 SM_COUNT, BLOCKS_PER_SM = 132, 4
 F16, F32, F64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")

@@ -17,7 +17,7 @@ import lazytensor as lt  # noqa: E402
 from lazytensor.kernels.backend import backend_for  # noqa: E402
 from lazytensor.kernels.ops import DTYPES  # noqa: E402
 from lazytensor.kernels.program import Reduction, program_for  # noqa: E402
-from lazytensor.steps import FusedReduction  # noqa: E402
+from lazytensor.plan.steps import FusedReduction  # noqa: E402
 from test_reductions import (ARG_AXIS_FORMS, AXIS_FORMS, KINDS, SHAPE, _dtype_options, _values,  # noqa: E402
                              check)
 

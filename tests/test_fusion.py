@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor.lower import lower
+from lazytensor.plan.lower import lower
 
 
 def _rand(shape, dtype=np.float32, seed=0):

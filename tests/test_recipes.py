@@ -9,8 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 from devices import cudnn_ready
-from lazytensor import plan as lt_plan
-from lazytensor import recipes
+from lazytensor.plan import planner as lt_plan
+from lazytensor.plan import recipes
 
 F32 = np.float32
 
@@ -110,7 +110,7 @@ def test_a_destination_that_is_also_read_is_planned_every_time(monkeypatch):
 
 
 def test_a_plan_holding_a_view_of_an_input_is_made_each_time_without_retrying(monkeypatch):
-    from lazytensor.plan import copy_step
+    from lazytensor.plan.planner import copy_step
     made, tried = [], []
     real = recipes.Recipe
 

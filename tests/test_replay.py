@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
 from devices import cudnn_ready
-from lazytensor import recipes, replay
+from lazytensor.plan import recipes; from lazytensor.plan import replay
 from lazytensor.kernels import launch_log
 
 

@@ -1,0 +1,28 @@
+"""`python -m lazytensor bench --device D --suite S`: which benchmark functions a suite runs."""
+from __future__ import annotations
+
+
+def run_suites(device: str, suite: str, print_fn=print) -> None:
+    wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
+    for name in wanted:
+        if device == "cpu":
+            if name == "elementwise":
+                from lazytensor.bench.cpu import run_cpu_bench
+                run_cpu_bench(print_fn)
+            elif name == "reduction":
+                from lazytensor.bench.cpu import run_cpu_reduction_bench
+                run_cpu_reduction_bench(print_fn)
+            else:
+                from lazytensor.bench.cbr import run_cbr_bench
+                run_cbr_bench(print_fn, "cpu")
+        else:
+            if name == "elementwise":
+                from lazytensor.bench.cuda import run_cuda_bench
+                run_cuda_bench(print_fn)
+            elif name == "reduction":
+                from lazytensor.bench.cuda_reduce import run_cuda_reduction_bench
+                run_cuda_reduction_bench(print_fn)
+            else:
+                from lazytensor.bench.cbr import run_cbr_bench
+                run_cbr_bench(print_fn, "cuda")
+        print_fn("")

@@ -1,0 +1,1 @@
+"""The IR and tensors: expression nodes, dtypes and promotion, shapes, view steps, rewrites; plain data that computes nothing."""

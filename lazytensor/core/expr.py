@@ -1,0 +1,274 @@
+"""The expression IR: immutable nodes that describe a computation and compute nothing.
+
+A node has an op, args, shape, dtype and device, fixed at construction. Type promotion follows
+NumPy exactly (each op's rule comes from the op table); where an operand's dtype differs from the
+op's loop dtype, an explicit `astype` node is inserted, so code generators see exact types.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.kernels.ops import OPS
+from lazytensor.core.operand import Operand
+from lazytensor.core import dtypes as _dt
+from lazytensor.core.rewrites import REWRITES
+from lazytensor.core.shapes import broadcast_shapes
+
+
+_structures: dict = {}
+
+
+def structure_id(key: tuple) -> int:
+    """A small int per distinct structure (op, dtype, attrs, operand structures): the
+    structural key of a node, computed once, at construction."""
+    sid = _structures.get(key)
+    if sid is None:
+        sid = _structures.setdefault(key, len(_structures))
+    return sid
+
+
+class Const:
+    """A scalar in an expression; its value becomes a kernel argument, never source text."""
+    __slots__ = ("value", "dtype", "skey", "scalars")
+    shape = ()
+    device = None
+    heavy = False
+    shared = False
+    leaves = ()
+
+    def __init__(self, value, dtype):
+        if dtype.kind == "u" and dtype.itemsize == 8:
+            value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
+        elif type(value) is int and dtype.kind in "fc":
+            value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
+        self.value = value
+        self.dtype = dtype
+        skey = _const_keys.get(dtype)
+        self.skey = skey if skey is not None else _const_key(dtype)
+        self.scalars = (value,)
+
+
+_const_keys: dict = {}
+
+
+def _const_key(dtype) -> int:
+    k = _const_keys[dtype] = structure_id(("scalar", dtype))
+    return k
+
+
+class Expr(Operand):
+    """An op applied to operands. Besides the IR fields it carries what dispatch needs without a
+    walk: `skey` (structure id), `leaves` (tensors read, left to right, repeats kept), `scalars`
+    (scalar values, left to right), and `shared` (some node below is used more than once)."""
+    __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "skey", "leaves", "scalars",
+                 "shared", "uses", "last_plan")
+
+    def __init__(self, op: str, args: tuple, shape: tuple, dtype: np.dtype, device, heavy=False, attrs=None):
+        self.op = op
+        self.args = args
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
+        self.attrs = attrs          # op parameters that are part of the structure (e.g. an axis)
+        self.uses = 0               # how many nodes have taken this one as an operand
+        self.last_plan = None       # (destination array, steps): re-assigning skips the planner
+        if heavy:
+            # Never lowered as a whole: the planner cuts it into steps first (lazytensor.plan.planner).
+            self.skey = None
+            self.shared = True
+            self.leaves = self.scalars = ()
+            return
+        shared = False
+        leaves = ()
+        scalars = ()
+        key = [op, dtype, attrs]
+        for a in args:
+            key.append(a.skey)
+            t = type(a)
+            if t is Expr:
+                a.uses += 1
+                if a.uses > 1 or a.shared:
+                    shared = True
+                leaves += a.leaves
+                scalars += a.scalars
+            elif t is Const:
+                scalars += a.scalars
+            else:
+                leaves += (a,)
+        self.shared = shared
+        self.leaves = leaves
+        self.scalars = scalars
+        key = tuple(key)
+        sid = _structures.get(key)
+        self.skey = sid if sid is not None else structure_id(key)
+
+    def __repr__(self):
+        from lazytensor.core.render_tree import render_tree
+        return (f"Expr({render_tree(self)}, shape={self.shape}, dtype={self.dtype.name}, "
+                f"device={self.device!r})")
+
+
+_rules: dict = {}
+
+
+def _resolve(op: str, types: tuple):
+    key = (op, types)
+    rule = _rules.get(key)
+    if rule is None:
+        try:
+            rule = OPS[op].dtype_rule(types)
+        except Exception as exc:   # NumPy's own words: which op, which input types
+            names = ", ".join(t.name if isinstance(t, np.dtype) else f"Python {t.__name__}" for t in types)
+            rule = TypeError(f"{op} is not supported for ({names}): {exc}")
+        _rules[key] = rule
+    if isinstance(rule, Exception):
+        raise TypeError(str(rule))
+    return rule
+
+
+def _device_of(devices) -> str | None:
+    device = None
+    for d in devices:
+        if d is not None and d != device:
+            if device is not None:
+                raise ValueError(f"expression mixes devices {device!r} and {d!r}: move one operand with "
+                                 f"lt.asarray(x, device={device!r})")
+            device = d
+    return device
+
+
+def astype(node, dtype) -> "Expr":
+    dtype = _dt.check_supported(dtype)
+    if node.dtype == dtype:
+        return node
+    return Expr("astype", (node,), node.shape, dtype, node.device, node.heavy)
+
+
+_WEAK = {float: float, int: int, bool: np.dtype(bool)}
+
+
+def apply(op: str, *operands) -> Expr:
+    """Build the node for `op(*operands)`; operands are nodes or scalars. This runs for every
+    operator a user writes, so it is kept to a handful of dict lookups."""
+    if op in REWRITES:
+        node = REWRITES[op](*operands)
+        if node is not None:
+            return node
+    types = []
+    for x in operands:
+        if isinstance(x, Operand):
+            types.append(x.dtype)
+        else:
+            t = _WEAK.get(type(x))
+            if t is None:
+                if isinstance(x, np.ndarray):
+                    return apply(op, *[_numpy_operand(y) for y in operands])
+                t = _dt.operand_type(x)
+            types.append(t)
+    types = tuple(types)
+    rule = _rules.get((op, types))
+    if rule is None or type(rule) is TypeError:
+        rule = _resolve(op, types)
+    loop, out = rule
+    args = []
+    heavy = False
+    device = None
+    shape = None
+    for x, want in zip(operands, loop):
+        if isinstance(x, Operand):
+            if x.dtype is not want and x.dtype != want:
+                x = Expr("astype", (x,), x.shape, want, x.device, x.heavy)
+            if x.heavy:
+                heavy = True
+            d = x.device
+            if d is not device:
+                device = d if device is None else _device_of((device, d))
+            s = x.shape
+            if shape is None or s == shape:
+                shape = s
+            else:
+                shape = broadcast_shapes(shape, s) if len(operands) == 2 else None
+        else:
+            if type(x) is int and want.kind in "iu":
+                try:
+                    _dt.scalar_value(x, want)     # NumPy's OverflowError for out-of-range Python ints
+                except OverflowError:
+                    constant = _compare_out_of_range(op, operands)
+                    if constant is None:
+                        raise
+                    return constant
+            elif isinstance(x, np.generic):
+                x = x.item()
+            x = Const(x, want)
+        args.append(x)
+    if shape is None or len(args) > 2:
+        shape = broadcast_shapes(*(a.shape for a in args))
+    return Expr(op, tuple(args), shape, out, device, heavy)
+
+
+def binary(op: str, a, b) -> Expr:
+    """apply(op, a, b) for what every binary operator builds, with the common cases (nodes and
+    Python scalars, a known type rule, no overflow check) in fewer steps; anything else is apply's."""
+    if op in REWRITES:
+        return apply(op, a, b)
+    a_node = isinstance(a, Operand)
+    b_node = isinstance(b, Operand)
+    ta = a.dtype if a_node else _WEAK.get(type(a))
+    tb = b.dtype if b_node else _WEAK.get(type(b))
+    rule = _rules.get((op, (ta, tb)))
+    if rule is None or type(rule) is TypeError or not (a_node or b_node):
+        return apply(op, a, b)
+    (la, lb), out = rule
+    if (type(a) is int and la.kind in "iu") or (type(b) is int and lb.kind in "iu"):
+        return apply(op, a, b)            # NumPy's overflow check and exact comparisons
+    if a_node:
+        if a.dtype is not la and a.dtype != la:
+            a = Expr("astype", (a,), a.shape, la, a.device, a.heavy)
+    else:
+        a = Const(a, la)
+    if b_node:
+        if b.dtype is not lb and b.dtype != lb:
+            b = Expr("astype", (b,), b.shape, lb, b.device, b.heavy)
+    else:
+        b = Const(b, lb)
+    sa, sb = a.shape, b.shape
+    shape = sa if sa == sb else broadcast_shapes(sa, sb)
+    da, db = a.device, b.device
+    device = da if db is None or db is da else (db if da is None else _device_of((da, db)))
+    return Expr(op, (a, b), shape, out, device, a.heavy or b.heavy)
+
+
+def _numpy_operand(x):
+    """A NumPy array in an expression: a 0-d one is a (strong) NumPy scalar, as NumPy treats it,
+    and so works with tensors on any device; others become CPU tensors."""
+    if isinstance(x, np.ndarray):
+        return x[()] if x.ndim == 0 else _tensor.as_node(x)
+    return x
+
+
+# A comparison read from its Operand's side: `value < x` is `x > value`.
+_FROM_OPERAND = {"equal": "equal", "not_equal": "not_equal", "less": "greater", "less_equal": "greater_equal",
+                 "greater": "less", "greater_equal": "less_equal"}
+
+
+def _compare_out_of_range(op: str, operands):
+    """NumPy 2 compares an integer operand with a Python int beyond its dtype's range exactly
+    (int8 < 300 is True everywhere), however large the int. Every element then compares alike, so
+    the result is a constant of the operand's shape and device: x == x (all True, integers have
+    no NaN) or x != x (all False). None where NumPy raises instead: other ops, and bool operands,
+    which meet a Python int in an int64 loop."""
+    if op not in _FROM_OPERAND:
+        return None
+    a, b = operands
+    x, value, x_left = (a, b, True) if type(b) is int else (b, a, False)
+    if not isinstance(x, Operand) or x.dtype.kind not in "iu":
+        return None
+    relation = op if x_left else _FROM_OPERAND[op]
+    above = value > 0                   # beyond the range: above its maximum or below its minimum
+    true = {"equal": False, "not_equal": True, "less": above, "less_equal": above,
+            "greater": not above, "greater_equal": not above}[relation]
+    return apply("equal" if true else "not_equal", x, x)
+
+
+from lazytensor.core import tensor as _tensor  # noqa: E402  (NumPy arrays in expressions become CPU tensors)

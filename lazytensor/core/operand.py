@@ -1,0 +1,137 @@
+"""Operator overloading shared by Tensors and expressions: every operator builds a node.
+
+NumPy's ufunc protocol maps np.exp(t), np.add(a, b), np.maximum(...) to the same nodes, so NumPy
+scalars and functions mix with lazytensor operands without computing anything eagerly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.core import upward
+from lazytensor.core.rewrites import bool_squared
+
+
+class Operand:
+    __slots__ = ()
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def __add__(self, o): return _expr.binary("add", self, o)
+    def __radd__(self, o): return _expr.binary("add", o, self)
+    def __sub__(self, o): return _expr.binary("subtract", self, o)
+    def __rsub__(self, o): return _expr.binary("subtract", o, self)
+    def __mul__(self, o): return _expr.binary("multiply", self, o)
+    def __rmul__(self, o): return _expr.binary("multiply", o, self)
+    def __truediv__(self, o): return _expr.binary("true_divide", self, o)
+    def __rtruediv__(self, o): return _expr.binary("true_divide", o, self)
+    def __floordiv__(self, o): return _expr.binary("floor_divide", self, o)
+    def __rfloordiv__(self, o): return _expr.binary("floor_divide", o, self)
+    def __mod__(self, o): return _expr.binary("remainder", self, o)
+    def __rmod__(self, o): return _expr.binary("remainder", o, self)
+    def __pow__(self, o):
+        if bool_squared(self, o):
+            return _expr.apply("square", self)
+        return _expr.binary("power", self, o)
+
+    def __rpow__(self, o): return _expr.binary("power", o, self)
+    def __neg__(self): return _expr.apply("negative", self)
+    def __pos__(self): return self
+    def __abs__(self): return _expr.apply("absolute", self)
+    def __invert__(self): return _expr.apply("invert", self)
+    def __and__(self, o): return _expr.binary("bitwise_and", self, o)
+    def __rand__(self, o): return _expr.binary("bitwise_and", o, self)
+    def __or__(self, o): return _expr.binary("bitwise_or", self, o)
+    def __ror__(self, o): return _expr.binary("bitwise_or", o, self)
+    def __xor__(self, o): return _expr.binary("bitwise_xor", self, o)
+    def __rxor__(self, o): return _expr.binary("bitwise_xor", o, self)
+
+    # -- comparisons (elementwise, lazy, like NumPy arrays) ------------------------------------
+    def __lt__(self, o): return _expr.binary("less", self, o)
+    def __le__(self, o): return _expr.binary("less_equal", self, o)
+    def __gt__(self, o): return _expr.binary("greater", self, o)
+    def __ge__(self, o): return _expr.binary("greater_equal", self, o)
+    def __eq__(self, o): return _expr.binary("equal", self, o)
+    def __ne__(self, o): return _expr.binary("not_equal", self, o)
+    __hash__ = object.__hash__
+
+    # -- conversions ---------------------------------------------------------------------------
+    def astype(self, dtype):
+        return _expr.astype(self, dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def eval(self):
+        """Evaluate into a new Tensor."""
+        return upward.evaluation.evaluate(self)
+
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a host copy)."""
+        return upward.evaluation.to_numpy(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
+        return self.numpy().reshape(()).item()
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous; "
+                             "use lt.any() or lt.all()")
+        return bool(self.item())
+
+    def __float__(self): return float(self.item())
+    def __int__(self): return int(self.item())
+
+    # -- views (no copy; see lazytensor.ops.views) -----------------------------------------------------
+    def __getitem__(self, key): return upward.views.getitem(self, key)
+    @property
+    def T(self): return upward.views.transpose(self)
+    def transpose(self, *axes):
+        return upward.views.transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes)
+    def swapaxes(self, axis1, axis2): return upward.views.swapaxes(self, axis1, axis2)
+    def reshape(self, *shape): return upward.views.reshape(self, *shape)
+    def ravel(self): return upward.views.ravel(self)
+    def squeeze(self, axis=None): return upward.views.squeeze(self, axis)
+
+    # -- reductions (each a fused kernel with the expression that feeds it) ----------------------
+    def sum(self, axis=None, dtype=None, keepdims=False): return upward.reductions.reduce("sum", self, axis, keepdims, dtype)
+    def prod(self, axis=None, dtype=None, keepdims=False): return upward.reductions.reduce("prod", self, axis, keepdims, dtype)
+    def mean(self, axis=None, dtype=None, keepdims=False): return upward.reductions.reduce("mean", self, axis, keepdims, dtype)
+    def max(self, axis=None, keepdims=False): return upward.reductions.reduce("max", self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return upward.reductions.reduce("min", self, axis, keepdims)
+    def any(self, axis=None, keepdims=False): return upward.reductions.reduce("any", self, axis, keepdims)
+    def all(self, axis=None, keepdims=False): return upward.reductions.reduce("all", self, axis, keepdims)
+    def argmax(self, axis=None, keepdims=False): return upward.reductions.reduce("argmax", self, axis, keepdims)
+    def argmin(self, axis=None, keepdims=False): return upward.reductions.reduce("argmin", self, axis, keepdims)
+    def var(self, axis=None, dtype=None, ddof=0, keepdims=False):
+        return upward.reductions.reduce("var", self, axis, keepdims, dtype, ddof)
+    def std(self, axis=None, dtype=None, ddof=0, keepdims=False):
+        return upward.reductions.reduce("std", self, axis, keepdims, dtype, ddof)
+
+    # -- NumPy interoperability ------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        return upward.numpy_dispatch.dispatch_ufunc(ufunc, method, inputs, out, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return upward.numpy_dispatch.dispatch_function(func, args, kwargs)
+
+
+# Operators resolve the node builder at call time (it imports this module).
+from lazytensor.core import expr as _expr  # noqa: E402

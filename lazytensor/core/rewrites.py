@@ -1,0 +1,27 @@
+"""Rewrites applied while an expression is built, declared in one table.
+
+Each entry maps an op to a function that returns a replacement node, or None to keep the op.
+They are exact: the replacement computes bit-for-bit what NumPy computes for the original (NumPy
+itself evaluates `x ** 2` as `np.square(x)`, much cheaper than a general pow).
+"""
+from __future__ import annotations
+
+
+def _power(base, exponent):
+    """x ** 2 as square(x) where the two have one dtype: a float x with a Python 2 or 2.0, an
+    integer x with a Python 2 (an integer x ** 2.0 is float64, and np.power(bool x, 2) int64)."""
+    if type(exponent) in (int, float) and exponent == 2 and not isinstance(base, (int, float, bool)):
+        kind = base.dtype.kind
+        if kind == "f" or (kind in "iu" and type(exponent) is int):
+            from lazytensor.core.expr import apply
+            return apply("square", base)
+    return None
+
+
+def bool_squared(base, exponent) -> bool:
+    """NumPy's `**` operator computes `x ** 2` (a Python int 2) as np.square(x), whatever x's
+    dtype: for a bool x that is int8, where np.power gives int64."""
+    return type(exponent) is int and exponent == 2 and base.dtype.kind == "b"
+
+
+REWRITES = {"power": _power}

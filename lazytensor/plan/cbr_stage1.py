@@ -1,0 +1,101 @@
+"""CBR stage 1 on CUDA, chosen by measurement per shape: one cuDNN graph computing the conv and its
+per-channel sums (conv_fprop + genstats), or the fastest plain conv followed by lazytensor's own
+statistics reduction (one read of the conv output). Fusing genstats narrows cuDNN's engines, so
+neither wins everywhere. The choice is timed once per shape (CUDA events around short bursts of
+back-to-back calls, so host costs count where the host is the bottleneck), kept
+in memory and in the disk cache; LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without timing.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import numpy as np
+
+from lazytensor.core import tensor as _tensor
+from lazytensor.kernels.cache import cache_dir
+from lazytensor.kernels.cuda_timing import burst_ms
+from lazytensor.kernels.program import Reduction
+from lazytensor.plan.lower import lower
+from lazytensor.plan.steps import FusedReduction
+
+GENSTATS = "conv_fprop + genstats"
+REDUCTION = "conv + statistics reduction"
+_choices: dict = {}
+_F32 = np.dtype(np.float32)
+
+
+def statistics_step(backend, y, device):
+    """Per-channel mean and biased variance of y (channels last) by lazytensor's own reduction."""
+    spec = Reduction("meanvar", tuple(range(y.ndim - 1)), tuple(y.shape), np.dtype(np.float64), _F32)
+    stats = backend.empty((2, y.shape[-1]), _F32)
+    program, inputs, scalars = lower(_tensor.Tensor(y, device), y.dtype)
+    return FusedReduction(backend, program, spec, stats, inputs, scalars,
+                          note="per-channel mean and variance in one read of the conv output"), stats
+
+
+def _disk_path():
+    return cache_dir() / "cbr_stage1.json"
+
+
+def _load_disk() -> dict:
+    try:
+        return json.loads(_disk_path().read_text())
+    except (OSError, ValueError):
+        return {}        # absent or damaged: measure again
+
+
+def _save_disk(key: str, value) -> None:
+    table = _load_disk()
+    table[key] = value
+    path = _disk_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(table, indent=1))
+    tmp.replace(path)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(device_id: int) -> str:
+    """The GPU's name (asking the driver costs about a millisecond: once per device)."""
+    import cupy
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
+
+
+def choose_stage1(backend, x, w, attrs, y):
+    """-> (GENSTATS or REDUCTION, a note with the measured times or why none were taken)."""
+    import cupy
+    from lazytensor.cbr import cudnn_conv
+    key = f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
+    hit = _choices.get(key)
+    if hit is not None:
+        return hit
+    disk = _load_disk().get(key)
+    if disk is not None:
+        hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
+        return hit
+    if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
+        hit = _choices[key] = (GENSTATS, "LAZYTENSOR_CBR_TUNE=0: not timed")
+        return hit
+    k = w.shape[0]
+    sums = [cupy.empty((k,), np.float32) for _ in range(2)]
+    a = attrs
+
+    def genstats():
+        cudnn_conv.conv2d_genstats(x.data, w.data, a.stride, a.padding, a.dilation, out=y,
+                                   sum_out=sums[0], sum_sq_out=sums[1])
+
+    reduction, _ = statistics_step(backend, y, "cuda")
+
+    def conv_then_reduce():
+        cudnn_conv.conv2d(x.data, w.data, a.stride, a.padding, a.dilation, out=y)
+        reduction.run()
+
+    t_gen = burst_ms(genstats, bursts=3, burst=5, warmup=1)
+    t_red = burst_ms(conv_then_reduce, bursts=3, burst=5, warmup=1)
+    choice = GENSTATS if t_gen <= t_red else REDUCTION
+    note = f"measured: conv+genstats {t_gen:.3f} ms, conv + reduction {t_red:.3f} ms"
+    _choices[key] = (choice, note)
+    _save_disk(key, [choice, note])
+    return choice, note

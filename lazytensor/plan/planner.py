@@ -1,0 +1,155 @@
+"""The planner: one pass over an expression that returns the list of steps that will run.
+
+`lt.explain` prints exactly this list. A purely elementwise expression is one FusedElementwise
+step. Heavy nodes (reductions, materialized views, convolutions) are cut out of the DAG: each
+becomes a step of its own whose result is a temporary tensor, and the elementwise work above
+them still fuses into one final kernel. HEAVY declares, per heavy op, how its step is built.
+
+When the destination is also read through a different index map (an overlapping view),
+the expression is evaluated into a temporary first, as NumPy's "right side first" semantics need.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.core.expr import Expr
+from lazytensor.kernels.program import program_for
+from lazytensor.plan.lower import lower
+from lazytensor.plan.steps import FusedElementwise, FusedReduction
+from lazytensor.plan import recipes
+from lazytensor.core.memory import address as _address, may_overlap, owner
+from lazytensor.core import tensor as _tensor
+
+
+# -- aliasing ---------------------------------------------------------------------------------------
+
+def aliased(out, inputs) -> bool:
+    """True when an input shares memory with `out` but is read through another index map."""
+    ob = None
+    for a in inputs:
+        if a is out:
+            continue
+        if ob is None:
+            ob = owner(out)
+        if owner(a) is not ob:
+            continue
+        if a.shape == out.shape and a.strides == out.strides and _address(a) == _address(out):
+            continue
+        if may_overlap(a, out):
+            return True
+    return False
+
+
+# -- heavy nodes -----------------------------------------------------------------------------------
+# A builder turns one heavy node into steps: builder(node, backend, cut, out) -> (steps, replacement).
+# `cut(a)` returns operand `a` with its own heavy parts already planned; `replacement` is what the
+# node becomes in the expression above it: a Tensor holding its result, or an elementwise
+# expression over such tensors that fuses into the next kernel. `out` is the destination array
+# when the node is the root of the plan and its builder may write there directly, else None.
+
+def _build_reduce(node, backend, cut, out):
+    x = cut(node.args[0])
+    spec = node.attrs
+    program, inputs, scalars = lower(x, x.dtype)
+    result = out if out is not None else backend.empty(spec.out_shape, spec.out_dtype)
+    return [FusedReduction(backend, program, spec, result, inputs, scalars)], _tensor.Tensor(result, node.device)
+
+
+def _build_materialize(node, backend, cut, out):
+    from lazytensor.core.view_steps import NoViewPossible, apply_step
+    x = cut(node.args[0])
+    step, why = node.attrs
+    if node.args[0].heavy and isinstance(x, _tensor.Tensor):
+        try:    # the heavy operand already ran into a temporary of its own: view it, no copy
+            return [], _tensor.Tensor(apply_step(x.data, step), node.device)
+        except NoViewPossible:
+            pass
+    tmp = backend.empty(x.shape, x.dtype)
+    steps = plan(x, tmp, backend)
+    steps[-1].note = f"materialized into a temporary for a view: {why}"
+    return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
+
+
+def materialized(node, backend, steps) -> "_tensor.Tensor":
+    """`node` (already cut: no heavy parts) as a Tensor, evaluating it into a temporary if needed."""
+    if isinstance(node, _tensor.Tensor):
+        return node
+    tmp = backend.empty(tuple(node.shape), node.dtype)
+    steps.extend(plan(node, tmp, backend))
+    return _tensor.Tensor(tmp, node.device)
+
+
+HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
+ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the plan's destination directly
+# Whole-plan patterns, tried on the root first: (name, match(root, out, backend) -> steps or None).
+PATTERNS: list = []
+
+
+def cutter(steps, backend):
+    """A `cut` function that appends the steps of heavy nodes to `steps`. Steps a builder wants
+    to run only after everything else (committing running statistics) go to `cut.deferred`:
+    a step that fails before them leaves the user's state untouched."""
+    memo: dict = {}
+
+    def cut(node):
+        """`node` with every heavy subtree replaced by what its builder returns."""
+        if not node.heavy:
+            return node
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit
+        build = HEAVY.get(node.op)
+        if build is not None:
+            new_steps, out = build(node, backend, cut, None)
+            steps.extend(new_steps)
+        else:
+            args = tuple(cut(a) for a in node.args)
+            out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
+        memo[id(node)] = out
+        return out
+    cut.deferred = []
+    return cut
+
+
+# -- the plan ---------------------------------------------------------------------------------------
+
+def copy_step(backend, src, out, note) -> FusedElementwise:
+    """out[...] = src as one kernel (strides and broadcasting in its indexing)."""
+    program = program_for((("load", src.dtype, 0),), 1, (), out.dtype)
+    return FusedElementwise(backend, program, out, [src], [], note=note)
+
+
+def _elementwise(root, out, backend) -> list:
+    program, inputs, scalars = lower(root, out.dtype)
+    if not aliased(out, inputs):
+        return [FusedElementwise(backend, program, out, inputs, scalars)]
+    tmp = backend.empty(out.shape, out.dtype)
+    return [FusedElementwise(backend, program, tmp, inputs, scalars,
+                             note="the destination is read through another index map: evaluated into a temporary"),
+            copy_step(backend, tmp, out, "copy the temporary into the destination")]
+
+
+def plan(root, out, backend, replay=False) -> list:
+    """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device).
+    A heavy expression is planned once per structure (lazytensor.plan.recipes) and rebound after;
+    replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
+    if not root.heavy:
+        return _elementwise(root, out, backend)
+    return recipes.planned(root, out, backend, _heavy, replay)
+
+
+def _heavy(root, out, backend) -> list:
+    for _, match in PATTERNS:
+        steps = match(root, out, backend)
+        if steps is not None:
+            return steps
+    steps: list = []
+    cut = cutter(steps, backend)
+    if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
+        args = [cut(a) for a in root.args]
+        inputs = [leaf.data for a in args for leaf in a.leaves]
+        if not aliased(out, inputs):
+            new_steps, _ = HEAVY[root.op](root, backend, cut, out)
+            return steps + new_steps + cut.deferred
+    final = _elementwise(cut(root), out, backend)
+    return steps + final + cut.deferred

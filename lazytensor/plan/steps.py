@@ -1,0 +1,113 @@
+"""The steps a plan is made of. Each runs one kernel (or library call) and describes itself for
+lt.explain; the planner (lazytensor.plan.planner) decides which steps an expression needs."""
+from __future__ import annotations
+
+from lazytensor.kernels.program import describe
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+class Learned:
+    """What a step learns on its first run that depends on its plan's signature alone: the cuDNN
+    graph it built and checked, a kernel's launch plan. A plan recipe shares every value of a step
+    that is not an array among the copies it makes (lazytensor.plan.recipes), so one run learns for all."""
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = None
+
+
+class FusedElementwise:
+    """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`
+    (and, for programs with a ReLU mask, the packed mask bits into `mask`)."""
+    __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask", "bound", "memo")
+    per_arrays = ("bound",)     # built from this step's arrays: a step rebound to others starts without it
+
+    def __init__(self, backend, program, out, inputs, scalars, note="", mask=None):
+        self.backend = backend
+        self.program = program
+        self.out = out
+        self.inputs = inputs
+        self.scalars = scalars
+        self.note = note
+        self.mask = mask
+        self.bound = None     # a backend's launch with its arguments, where it can bind one
+        self.memo = Learned()   # the backend's launch plan, found on the first binding
+
+    def run(self):
+        # A step's arrays and scalars never change, so a backend that can bind them (CUDA) builds
+        # the kernel arguments on the first run and a re-run of the plan is the launch alone.
+        if self.bound is not None:
+            self.bound()
+            return
+        bind = getattr(self.backend, "bind_elementwise", None)
+        if bind is not None:
+            self.bound = bind(self.program, self.out, self.inputs, self.scalars, self.mask, self.memo)
+            self.bound()
+        elif self.mask is None:
+            self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars)
+        else:
+            self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars, mask=self.mask)
+
+    def capture_refusal(self):
+        """Why this step cannot be captured into a CUDA graph (lazytensor.plan.replay), or None."""
+        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+
+    def describe(self, source: bool = True) -> str:
+        head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
+                f"{self.program.n_inputs} array inputs, {len(self.scalars)} scalar arguments, "
+                f"{self.out.size} elements of {self.program.out_dtype.name} {self.out.shape}")
+        if self.mask is not None:
+            head += f", and the ReLU mask packed 1 bit per element ({self.mask.size} bytes)"
+        if self.note:
+            head += f"\n  note: {self.note}"
+        text = head + "\n" + _indent(describe(self.program))
+        if source:
+            text += "\n" + _indent(self.backend.explain_elementwise(self.program, self.out, self.inputs))
+        return text
+
+
+class FusedReduction:
+    """One generated kernel: evaluates the elementwise program over the reduction's input shape and
+    reduces it (sum, max, var, ...) into `out`, without materializing the input."""
+    __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note", "scratch")
+
+    def __init__(self, backend, program, spec, out, inputs, scalars, note=""):
+        self.backend = backend
+        self.program = program
+        self.spec = spec
+        self.out = out
+        self.inputs = inputs
+        self.scalars = scalars
+        self.note = note
+        # Memory for partial results, where the backend splits the reduction: taken with the plan,
+        # so that a rebound plan has its own and a captured graph (lazytensor.plan.replay) owns none.
+        scratch = getattr(backend, "reduction_scratch", None)
+        self.scratch = None if scratch is None else scratch(program, spec, out, inputs)
+
+    def run(self):
+        if self.scratch is None:
+            self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars)
+        else:
+            self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars, self.scratch)
+
+    def capture_refusal(self):
+        if self.backend.name != "cuda":
+            return f"the {self.backend.name} backend has no graphs"
+        if not self.out.flags.c_contiguous:
+            return "the reduction writes a strided result through a temporary it takes on every call"
+        return None
+
+    def describe(self, source: bool = True) -> str:
+        s = self.spec
+        head = (f"FusedReduction on {self.backend.name}: {s.kind}{' (sqrt: std)' if s.root else ''} over axes "
+                f"{s.axes} of {s.in_shape}, accumulating in {s.acc_dtype.name}, -> {s.out_dtype.name} "
+                f"{s.out_shape}; {self.program.n_inputs} array inputs")
+        if self.note:
+            head += f"\n  note: {self.note}"
+        text = head + "\n" + _indent(describe(self.program))
+        if source:
+            text += "\n" + _indent(self.backend.explain_reduction(self.program, self.spec, self.out, self.inputs))
+        return text
