@@ -1,18 +1,31 @@
 """BN finalize on the CPU: from per-channel batch statistics to the affine map of the apply step.
 
-A tiny fixed kernel over C channels (numba): it runs between the statistics and the fused
+A tiny fixed kernel over C channels (numba, compiled on first use so that importing lazytensor does
+not import numba): it runs between the statistics and the fused
 apply + ReLU + mask kernel. It computes the new running statistics into staging vectors; the plan
 commits them last, so a failure in between leaves the running statistics untouched.
 """
 from __future__ import annotations
 
+import functools
 import math
 
-from numba import njit
+
+def finalize_train(*args) -> None:
+    _compiled()[0](*args)
 
 
-@njit(cache=True)
-def finalize_train(mean, var, count, gamma, beta, running_mean, running_var, momentum, eps,
+def finalize_inference(*args) -> None:
+    _compiled()[1](*args)
+
+
+@functools.cache
+def _compiled():
+    from numba import njit
+    return njit(cache=True)(_finalize_train), njit(cache=True)(_finalize_inference)
+
+
+def _finalize_train(mean, var, count, gamma, beta, running_mean, running_var, momentum, eps,
                    eq_scale, eq_bias, saved_mean, saved_inv_var, new_running_mean, new_running_var):
     """mean, var: float32 (C,) batch mean and biased variance of `count` values per channel. The
     updated running statistics go to new_running_*, committed by the caller once all else ran."""
@@ -29,8 +42,7 @@ def finalize_train(mean, var, count, gamma, beta, running_mean, running_var, mom
         new_running_var[c] = (1.0 - momentum) * float(running_var[c]) + momentum * v * count / (count - 1.0)
 
 
-@njit(cache=True)
-def finalize_inference(gamma, beta, running_mean, running_var, eps, eq_scale, eq_bias):
+def _finalize_inference(gamma, beta, running_mean, running_var, eps, eq_scale, eq_bias):
     for c in range(gamma.shape[0]):
         inv = 1.0 / math.sqrt(float(running_var[c]) + eps)
         g = float(gamma[c])
