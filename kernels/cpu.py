@@ -16,7 +16,9 @@ import time
 import numpy as np
 
 from . import launch_log
+from .background_compile import BackgroundCompiler, wait_for_compiler
 from .cache import KernelCache, cache_dir
+from .interpret import run_program, run_reduction as interpret_reduction
 from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
 from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
@@ -73,6 +75,7 @@ class CpuBackend:
 
     def __init__(self):
         self.kernels = KernelCache()
+        self.compiler = BackgroundCompiler()
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -96,7 +99,7 @@ class CpuBackend:
         return self.kernels.get_or_build((program, layout), lambda: self._build(program, render_numba(program, layout)))
 
     def _build(self, program, source: str) -> CpuKernel:
-        name = "lt_" + hashlib.sha1((_PRELUDE_HASH + source).encode()).hexdigest()[:20]
+        name = _kernel_name(source)
         folder = cache_dir() / "cpu"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.py"
@@ -115,22 +118,46 @@ class CpuBackend:
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
         kernel = self.kernels.get((program, layout))
-        if kernel is None:
-            kernel = self.kernel(program, layout)
-        module = kernel.module
-        fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
-        if mask is not None and not layout.flat and out.ndim and (out.size // out.shape[0]) % 8:
-            fn = module.kernel_seq      # mask bytes would straddle the parallel slices (render_numba)
-        if kernel.f16:
-            args = [_kernel_arg(out), *[_kernel_arg(a) for a in inputs], *scalars]
-        else:
-            args = [out, *inputs, *scalars]
-        if mask is not None:
-            args.insert(1, mask)
-        if fn.overloads and not launch_log.listeners:
-            fn(*args)               # the hot path: a compiled kernel, nobody profiling
-        else:
-            self._first_or_logged_call(kernel, fn, args, out.size)
+        if kernel is not None:
+            fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
+            if fn.overloads and not launch_log.listeners:
+                fn(*args)               # the hot path: a compiled kernel, nobody profiling
+                return
+        key = (program, layout, _signature(out, inputs, mask))
+        if kernel is None or not fn.overloads:
+            if not (wait_for_compiler() or self.compiler.failed(key)):
+                self._interpret(program, layout, out, inputs, scalars, mask, key)
+                return
+            if kernel is None:
+                kernel = self.kernel(program, layout)
+                fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
+        self._first_or_logged_call(kernel, fn, args, out.size)
+
+    def _interpret(self, program, layout, out, inputs, scalars, mask, key):
+        """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""
+        started = time.perf_counter()
+        run_program(program, out, inputs, scalars, mask)
+        types = key[2]
+        self.compiler.submit(key, lambda: self._compile(program, layout, types, out.size, scalars))
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord(
+                "interpreter", "cpu", "elementwise", out.size, "none", 0.0,
+                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+
+    def _compile(self, program, layout, types, elements, scalars):
+        """Build the kernel and compile it for the argument types of the call that asked: first the
+        variant that call's size takes, then the other one."""
+        import numba
+        kernel = self.kernel(program, layout)
+        signature = tuple(_numba_array(numba, *t) for t in types) + tuple(numba.typeof(s) for s in scalars)
+        first, second = ("kernel_par", "kernel_seq") if elements >= PARALLEL_MIN_ELEMENTS else ("kernel_seq", "kernel_par")
+        for name in (first, second):
+            try:
+                getattr(kernel.module, name).compile(signature)
+            except Exception:
+                _purge_numba_cache(kernel)        # a damaged cache entry: compile afresh
+                kernel.module = _import(kernel.name, kernel.path)
+                getattr(kernel.module, name).compile(signature)
 
     def _first_or_logged_call(self, kernel, fn, args, elements):
         started = time.perf_counter()
@@ -159,12 +186,29 @@ class CpuBackend:
                 "parallel" if fn.py_func.__name__ == "kernel_par" else "serial"))
 
     # -- reductions -----------------------------------------------------------------------------
-    def reduction_kernel(self, program, spec, layout) -> CpuKernel:
-        key = ("reduce", program, spec.kind, spec.axes, len(spec.in_shape), spec.acc_dtype, spec.out_dtype,
-               spec.ddof, spec.root, layout)
-        return self.kernels.get_or_build(key, lambda: self._build(program, render_numba_reduce(program, spec, layout)))
+    @staticmethod
+    def _reduction_key(program, spec, layout) -> tuple:
+        return ("reduce", program, spec.kind, spec.axes, len(spec.in_shape), spec.acc_dtype, spec.out_dtype,
+                spec.ddof, spec.root, layout)
 
-    def run_reduction(self, program, spec, out, inputs, scalars):
+    def reduction_kernel(self, program, spec, layout) -> CpuKernel:
+        return self.kernels.get_or_build(self._reduction_key(program, spec, layout),
+                                         lambda: self._build(program, render_numba_reduce(program, spec, layout)))
+
+    def _interpret_reduction(self, program, spec, out, inputs, scalars, key):
+        """The interpreter tier runs this reduction; its kernel compiles meanwhile, by running once on
+        the same operands into scratch memory (numba compiles for the argument types it is called with)."""
+        started = time.perf_counter()
+        interpret_reduction(program, spec, out, inputs, scalars)
+        scratch = np.empty(out.shape, out.dtype)
+        self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord(
+                "interpreter", "cpu", "reduction", int(np.prod(spec.in_shape)), "none", 0.0,
+                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+
+    def run_reduction(self, program, spec, out, inputs, scalars, compile=False):
+        """compile=True: run the kernel, compiling it first if need be (never the interpreter)."""
         shape = spec.in_shape
         layout = layout_for_shape(shape, inputs)
         if layout.flat and len(shape) > 1 and len(spec.axes) == len(shape):
@@ -173,12 +217,19 @@ class CpuBackend:
             spec = Reduction(spec.kind, (0,), (n,), spec.acc_dtype, spec.out_dtype, spec.ddof, spec.root)
             inputs = [a.reshape(n) for a in inputs]
             shape, layout = (n,), _FLAT[1]
+        small = math.prod(shape) < PARALLEL_MIN_ELEMENTS
+        kernel = self.kernels.get(self._reduction_key(program, spec, layout))
+        ready = kernel is not None and (kernel.module.reduce_main_seq if small else kernel.module.reduce_main).overloads
+        if not (ready or compile or wait_for_compiler()):
+            key = ("reduce", program, spec, layout, small, _signature(out, inputs, None))
+            if not self.compiler.failed(key):
+                self._interpret_reduction(program, spec, out, inputs, scalars, key)
+                return
         kernel = self.reduction_kernel(program, spec, layout)
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         args = [_kernel_arg(a) for a in inputs] + list(scalars) + list(shape) + [float(spec.count)]
         started = time.perf_counter()
         module = kernel.module
-        small = math.prod(shape) < PARALLEL_MIN_ELEMENTS
         main = module.reduce_main_seq if small else module.reduce_main
         fresh = not main.overloads
         if strategy(spec) == "rows":
@@ -204,9 +255,56 @@ class CpuBackend:
 
     def explain_elementwise(self, program, out, inputs) -> str:
         layout = layout_for(out, inputs)
-        kernel = self.kernel(program, layout)
-        variant = "kernel_par (numba parallel, prange)" if out.size >= PARALLEL_MIN_ELEMENTS else "kernel_seq (numba serial)"
-        return f"cpu kernel {kernel.name}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} indexing\n{kernel.source}"
+        source = render_numba(program, layout)
+        large = out.size >= PARALLEL_MIN_ELEMENTS
+        variant = "kernel_par (numba parallel, prange)" if large else "kernel_seq (numba serial)"
+        kernel = self.kernels.get((program, layout))
+        fn = None if kernel is None else (kernel.module.kernel_par if large else kernel.module.kernel_seq)
+        if fn is not None and fn.overloads:
+            tier = "tier: the compiled kernel"
+        elif wait_for_compiler():
+            tier = "tier: the compiled kernel (LAZYTENSOR_JIT_WAIT=1: the first call waits for numba)"
+        else:
+            tier = ("tier: the interpreter (NumPy ufuncs) until this kernel has compiled in the background, "
+                    "then the compiled kernel")
+        return (f"cpu kernel {_kernel_name(source)}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} "
+                f"indexing\n{tier}\n{source}")
+
+
+def _kernel_name(source: str) -> str:
+    return "lt_" + hashlib.sha1((_PRELUDE_HASH + source).encode()).hexdigest()[:20]
+
+
+def _kernel_call(kernel, layout, out, inputs, scalars, mask):
+    """The kernel function this call takes (by size) and its arguments."""
+    module = kernel.module
+    fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+    if mask is not None and not layout.flat and out.ndim and (out.size // out.shape[0]) % 8:
+        fn = module.kernel_seq      # mask bytes would straddle the parallel slices (render_numba)
+    if kernel.f16:
+        args = [_kernel_arg(out), *[_kernel_arg(a) for a in inputs], *scalars]
+    else:
+        args = [out, *inputs, *scalars]
+    if mask is not None:
+        args.insert(1, mask)
+    return fn, args
+
+
+def _array_type(a: np.ndarray) -> tuple:
+    """What numba's type of an array argument depends on (numba's typeof reads the same flags)."""
+    flags = a.flags
+    layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+    return (a.dtype, a.ndim, layout, not flags.writeable, flags.aligned)
+
+
+def _signature(out, inputs, mask) -> tuple:
+    """The array arguments' types in kernel order, float16 arrays as the uint16 they travel as."""
+    arrays = [out] + ([mask] if mask is not None else []) + list(inputs)
+    return tuple(_array_type(_kernel_arg(a)) for a in arrays)
+
+
+def _numba_array(numba, dtype, ndim, layout, readonly, aligned):
+    return numba.types.Array(numba.from_dtype(dtype), ndim, layout, readonly=readonly, aligned=aligned)
 
 
 def _import(name, path):

@@ -1,0 +1,98 @@
+"""The interpreter tier: an ElementwiseProgram run with NumPy's own ufuncs, one whole-array operation
+per instruction, while the program's compiled kernel is built in the background.
+
+It computes what the compiled kernel computes: each instruction in its dtype, float16 values rounded
+after every op (NumPy's float16 loops compute in float32 and round, as the kernels do), integers
+wrapping, and lazytensor's own meaning where it differs from NumPy's (ops below: integer powers with
+a negative exponent, relu of -0.0, division by zero). Integer and exactly rounded ops give the same
+bits as the kernel; transcendental functions may differ by an ulp (NumPy's loops are not numba's).
+Temporaries are whole arrays, so it costs more memory traffic than a kernel: it serves first calls,
+not loops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import OPS
+from .program import ElementwiseProgram
+
+
+def _relu(x):
+    """+0.0 for -0.0 and for negatives; NaN stays (the kernels' snippet: x > 0 or x != x ? x : 0)."""
+    return np.where((x > 0) | (x != x), x, x.dtype.type(0))
+
+
+def _power(a, b):
+    """Integer powers as the kernels compute them: a negative exponent gives the truncated result
+    (1 for base 1, +-1 for base -1, 0 otherwise) instead of NumPy's error."""
+    if a.dtype.kind not in "iu" or b.dtype.kind != "i" or not (b < 0).any():
+        return np.power(a, b)
+    negative = b < 0
+    safe = np.power(a, np.where(negative, 0, b).astype(b.dtype))
+    one = a.dtype.type(1)
+    truncated = np.where(a == 1, one, np.where(a == -1, np.where(b & 1, a, one), a.dtype.type(0)))
+    return np.where(negative, truncated, safe)
+
+
+_OWN = {"relu": _relu, "power": _power}
+
+
+def _value(op: str, args):
+    own = _OWN.get(op)
+    return own(*args) if own is not None else OPS[op].reference(*args)
+
+
+def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, mask=None) -> None:
+    """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with `mask`,
+    also the packed ReLU mask (result > 0, 8 elements a byte, low bit first, C order)."""
+    values = []
+    with np.errstate(all="ignore"):
+        for op, dtype, *args in program.instrs:
+            dtype = np.dtype(dtype)
+            if op == "load":
+                value = np.asarray(inputs[args[0]])
+            elif op == "scalar":
+                value = np.asarray(scalars[args[0]]).astype(dtype)
+            elif op == "astype":
+                value = values[args[0]].astype(dtype)
+            else:
+                value = np.asarray(_value(op, [values[a] for a in args]))
+                if value.dtype != dtype:
+                    value = value.astype(dtype)
+            values.append(value)
+        result = values[program.result]
+        out[...] = result
+    if mask is not None:
+        bits = np.broadcast_to(result, out.shape).reshape(-1) > 0
+        mask[...] = np.packbits(bits, bitorder="little")
+
+
+def run_reduction(program: ElementwiseProgram, spec, out: np.ndarray, inputs, scalars) -> None:
+    """out[...] = the reduction `spec` of the program's values over spec.in_shape, with NumPy's
+    reductions in the accumulation dtype: the same results as the kernel for integers, bools,
+    max/min and arg-reductions; float sums and moments within rounding (another summation order)."""
+    values = np.empty(spec.in_shape, program.out_dtype)
+    run_program(program, values, inputs, scalars)
+    axes, acc, kind = spec.axes, spec.acc_dtype, spec.kind
+    with np.errstate(all="ignore"):
+        if kind in ("sum", "prod"):
+            result = getattr(np, kind)(values, axis=axes, dtype=acc)
+        elif kind in ("max", "min"):
+            result = (np.max if kind == "max" else np.min)(values.astype(acc), axis=axes)
+        elif kind in ("any", "all"):
+            result = getattr(np, kind)(values, axis=axes)
+        elif kind in ("argmax", "argmin"):
+            (axis,) = axes
+            result = getattr(np, kind)(values, axis=axis)
+        elif kind == "mean":
+            result = np.mean(values, axis=axes, dtype=acc)
+        elif kind == "var":
+            result = np.var(values, axis=axes, dtype=acc, ddof=spec.ddof)
+            if spec.root:
+                result = np.sqrt(result)
+        elif kind == "meanvar":
+            result = np.stack([np.mean(values, axis=axes, dtype=acc),
+                               np.var(values, axis=axes, dtype=acc, ddof=spec.ddof)])
+        else:
+            raise ValueError(f"unknown reduction {kind!r}")
+        out[...] = np.asarray(result).astype(spec.out_dtype)
