@@ -5,7 +5,10 @@ from __future__ import annotations
 def run_suites(device: str, suite: str, print_fn=print) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
     for name in wanted:
-        if device == "cpu":
+        if name == "interactive":
+            from lazytensor.bench.interactive import run_interactive_bench
+            run_interactive_bench(print_fn)
+        elif device == "cpu":
             if name == "elementwise":
                 from lazytensor.bench.cpu import run_cpu_bench
                 run_cpu_bench(print_fn)

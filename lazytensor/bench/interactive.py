@@ -1,0 +1,126 @@
+"""`python -m lazytensor bench --suite interactive`: what a notebook user feels on the CPU.
+
+- A size sweep, 2^10 to 2^24 float32, of `y[...] = relu((a + b) * c + 5 * d)` with the expression
+  built on every call, against NumPy eager in the same run (targets: at most 1.2x NumPy at 2^10,
+  level by 2^12, at least 3x faster from 2^20).
+- `float(a.sum())` on 1k elements against NumPy (target: at most 2x).
+- Building one node (`a + b`), per node.
+- First calls, each in a fresh process with an empty cache folder and the interpreter tier on (as
+  users run): `import lazytensor`; a new expression; then a new rank, a new dtype, a broadcast, a
+  large array (the parallel kernel) and a new reduction in the same process. Each against NumPy's time
+  for the same work. Target: no call waits for a compile longer than NumPy would take to run it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import numpy as np
+
+import lazytensor as lt
+from lazytensor.bench.table import Table
+from lazytensor.tools.timing import time_host
+
+
+def _sweep(table: Table) -> list:
+    rng = np.random.default_rng(0)
+    verdicts = []
+    for p in (10, 12, 14, 16, 18, 20, 22, 24):
+        n = 1 << p
+        arrays = [rng.random(n, dtype=np.float32) for _ in range(4)]
+        a, b, c, d = (lt.asarray(x, device="cpu") for x in arrays)
+        y = lt.empty_like(a)
+        x0, x1, x2, x3 = arrays
+        number = max(1, (1 << 18) // n)
+        case = f"relu((a+b)*c+5*d) built per call, 2^{p} f32"
+        t_lt = time_host(lambda: y.__setitem__(Ellipsis, lt.relu((a + b) * c + 5 * d)), repeat=7, number=number)
+        t_np = time_host(lambda: np.maximum((x0 + x1) * x2 + 5 * x3, 0), repeat=7, number=number)
+        table.add(case, "lazytensor", t_lt)
+        table.add(case, "NumPy eager", t_np)
+        verdicts.append((p, t_np / t_lt))
+    return verdicts
+
+
+def _small_reduction(table: Table) -> None:
+    x = np.random.default_rng(1).random(1024, dtype=np.float32)
+    t = lt.asarray(x, device="cpu")
+    case = "float(a.sum()), 2^10 f32"
+    table.add(case, "lazytensor", time_host(lambda: float(t.sum()), repeat=7, number=200))
+    table.add(case, "NumPy eager", time_host(lambda: float(x.sum()), repeat=7, number=200))
+
+
+def _build_cost() -> float:
+    a = lt.asarray(np.ones(8, np.float32), device="cpu")
+    b = lt.asarray(np.ones(8, np.float32), device="cpu")
+    return time_host(lambda: a + b, repeat=7, number=20000)
+
+
+_FIRST_CALLS = textwrap.dedent("""
+    import json, time
+    t = time.perf_counter()
+    import numpy as np
+    numpy_import = time.perf_counter() - t
+    t = time.perf_counter()
+    import lazytensor as lt
+    lt_import = time.perf_counter() - t
+    out = {"import numpy": numpy_import, "import lazytensor": lt_import}
+
+    def timed(name, lt_fn, np_fn):
+        t = time.perf_counter(); lt_fn(); t_lt = time.perf_counter() - t
+        np_fn()                                   # NumPy warmed up: its steady time
+        t = time.perf_counter(); np_fn(); t_np = time.perf_counter() - t
+        out[name] = (t_lt, t_np)
+
+    rng = np.random.default_rng(0)
+    a1, b1 = (rng.random(1000, dtype=np.float32) for _ in range(2))
+    a, b = lt.asarray(a1, device="cpu"), lt.asarray(b1, device="cpu")
+    timed("first new expression, 1k f32", lambda: lt.evaluate(lt.relu((a + b) * 3 - 1)),
+          lambda: np.maximum((a1 + b1) * 3 - 1, 0))
+    m1 = rng.random((40, 25), dtype=np.float32); m = lt.asarray(m1, device="cpu")
+    timed("a new rank (2-d)", lambda: lt.evaluate(lt.relu((m + 1) * 3 - 1)), lambda: np.maximum((m1 + 1) * 3 - 1, 0))
+    d1 = a1.astype(np.float64); d = lt.asarray(d1, device="cpu")
+    timed("a new dtype (float64)", lambda: lt.evaluate(lt.relu((d + 1) * 3 - 1)), lambda: np.maximum((d1 + 1) * 3 - 1, 0))
+    v1 = rng.random(25, dtype=np.float32); v = lt.asarray(v1, device="cpu")
+    timed("a broadcast (40, 25) + (25,)", lambda: lt.evaluate(m * v + 1), lambda: m1 * v1 + 1)
+    big1 = rng.random(1 << 20, dtype=np.float32); big = lt.asarray(big1, device="cpu")
+    timed("2^20 elements (the parallel kernel)", lambda: lt.evaluate(lt.relu(big * 3 - 1)),
+          lambda: np.maximum(big1 * 3 - 1, 0))
+    timed("a new reduction, sum of squares 1k", lambda: float((a * a).sum()), lambda: float((a1 * a1).sum()))
+    print(json.dumps(out))
+""")
+
+
+def _first_calls() -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, LAZYTENSOR_CACHE_DIR=cache, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_DEVICE="cpu")
+        run = subprocess.run([sys.executable, "-c", _FIRST_CALLS], env=env, capture_output=True, text=True,
+                             timeout=600)
+    if run.returncode:
+        raise RuntimeError(f"the first-call measurement failed:\n{run.stderr}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def run_interactive_bench(print_fn=print) -> Table:
+    table = Table("lazytensor interactive benchmark on the CPU (expression built per call; median of 7)",
+                  "NumPy eager")
+    verdicts = _sweep(table)
+    _small_reduction(table)
+    print_fn(table.render())
+    print_fn("")
+    print_fn("speed-up against NumPy by size (targets: >= 0.83x at 2^10, >= 1x from 2^12, >= 3x from 2^20): "
+             + ", ".join(f"2^{p} {r:.2f}x" for p, r in verdicts))
+    print_fn(f"building one node (a + b): {_build_cost() * 1e6:.2f} us (target: at most 1 us)")
+    first = _first_calls()
+    print_fn("")
+    print_fn("first calls, in a fresh process with an empty cache folder (interpreter tier on):")
+    print_fn(f"  import numpy: {first.pop('import numpy') * 1e3:.0f} ms; "
+             f"import lazytensor after it: {first.pop('import lazytensor') * 1e3:.0f} ms (target: 300 ms with NumPy)")
+    print_fn("  | call | lazytensor | NumPy | ratio |")
+    print_fn("  |---|---:|---:|---:|")
+    for name, (t_lt, t_np) in first.items():
+        print_fn(f"  | {name} | {t_lt * 1e3:.2f} ms | {t_np * 1e3:.3f} ms | {t_lt / t_np:.1f}x |")
+    return table
