@@ -1,1 +1,10 @@
-"""Modules built on the user API: the Conv-BN-ReLU block, layers, optimizers and training steps."""
+"""Modules built on the user API: layers with PyTorch's initialisation and state-dict layout,
+VGG16-BN and ResNet builders, the Conv-BN-ReLU block, optimizers and training steps."""
+from lazytensor.nn.module import Module
+from lazytensor.nn.layers import (AvgPool2d, BatchNorm2d, Conv2d, ConvBNReLU, Flatten, GlobalAvgPool, Linear,
+                                  MaxPool2d, ReLU, Sequential)
+from lazytensor.nn.models import BasicBlock, Bottleneck, ResNet, VGG, resnet18, resnet50, vgg16_bn
+
+__all__ = ["Module", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvBNReLU", "Flatten", "GlobalAvgPool", "Linear",
+           "MaxPool2d", "ReLU", "Sequential", "BasicBlock", "Bottleneck", "ResNet", "VGG", "resnet18", "resnet50",
+           "vgg16_bn"]
