@@ -128,3 +128,16 @@ def test_relu_above_a_backward_conv_of_a_training_batch_norm_writes_no_mask_for_
     out = lt.evaluate(lt.relu(lt.conv2d_backward_data(bn, w, (2, 4, 4, 2))))
     assert saved.relu_mask is None
     assert (out.numpy() >= 0).all()
+
+
+def test_a_second_call_of_the_same_structure_reads_its_own_tensors():
+    # the plan is kept as a recipe and rebound: the step must read the new tensors, not the first ones
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    for _ in range(3):
+        x = rng.standard_normal((2, 6, 5, 2)).astype(np.float32)
+        dy = rng.standard_normal((2, 3, 3, 4)).astype(np.float32)
+        dx = lt.evaluate(lt.conv2d_backward_data(lt.asarray(dy), lt.asarray(w), x.shape, stride=2, padding=1))
+        dw = lt.evaluate(lt.conv2d_backward_filter(lt.asarray(x), lt.asarray(dy), w.shape, stride=2, padding=1))
+        np.testing.assert_allclose(dx.numpy(), dgrad_reference(dy, w, x.shape, 2, 1, 1), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(dw.numpy(), wgrad_reference(x, dy, w.shape, 2, 1, 1), rtol=1e-5, atol=1e-5)

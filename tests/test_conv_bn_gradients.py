@@ -180,3 +180,15 @@ def test_lt_grad_through_conv_and_batch_norm(training):
         assert_gradient(got_a, want, name, rtol=1e-5)
     np.testing.assert_array_equal(rm_t.numpy(), rm)     # nothing evaluated the forward
     np.testing.assert_array_equal(rv_t.numpy(), rv)
+
+
+@needs_grad
+def test_lt_grad_plans_no_dgrad_when_x_is_not_an_input():
+    # the first-layer rule: the data gets no gradient, so the plan has no conv2d_backward_data step
+    rng = np.random.default_rng(12)
+    X = lt.asarray(rng.standard_normal((2, 5, 5, 3)))
+    W = lt.asarray(rng.standard_normal((4, 3, 3, 3)))
+    loss = lt.sum(lt.conv2d(X, W, padding=1) * lt.asarray(rng.standard_normal((2, 5, 5, 4))))
+    (dw,) = grad(loss, [W])
+    text = lt.explain(dw, source=False)
+    assert "wgrad" in text and "dgrad" not in text and "conv2d_backward_data" not in text
