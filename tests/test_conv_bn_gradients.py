@@ -192,3 +192,19 @@ def test_lt_grad_plans_no_dgrad_when_x_is_not_an_input():
     (dw,) = grad(loss, [W])
     text = lt.explain(dw, source=False)
     assert "wgrad" in text and "dgrad" not in text and "conv2d_backward_data" not in text
+
+
+@needs_grad
+def test_lt_grad_of_a_conv_with_bias():
+    # the bias is an add above the conv node: the add rule and the sum over broadcast axes give its gradient
+    rng = np.random.default_rng(13)
+    x, w, b = rng.standard_normal((2, 6, 5, 3)), rng.standard_normal((4, 2, 3, 3)), rng.standard_normal(4)
+    g = rng.standard_normal((2, 3, 2, 4))
+    X, W, B = lt.asarray(x), lt.asarray(w), lt.asarray(b)
+    loss = lt.sum(lt.conv2d(X, W, bias=B, stride=2, dilation=(1, 1)) * lt.asarray(g))
+    got = values(*grad(loss, [X, W, B]))
+
+    def f(x=x, w=w, b=b):
+        return ((conv2d_nhwc_reference(x, w, 2, 0, 1) + b) * g).sum()
+    for name, a, got_a in zip(("x", "w", "b"), (x, w, b), got):
+        assert_gradient(got_a, central_differences(lambda v, name=name: f(**{name: v}), a), name)
