@@ -56,8 +56,9 @@ class ConvBackwardStep:
             run = cudnn_conv_backward.conv2d_dgrad if self.kind == "dgrad" else cudnn_conv_backward.conv2d_wgrad
             try:
                 run(*self._args(self.a, self.b), out=self.out)
+                at = self.attrs
                 self.built.value = cudnn_conv_backward.compiled_backward_graph_for(
-                    graph_kind, self.x_shape, self.w_shape, *self._args(None, None)[3:], self.a.device.id)
+                    graph_kind, self.x_shape, self.w_shape, at.stride, at.padding, at.dilation, self.a.device.id)
                 return
             except CudnnGraphRejected as e:
                 self.rejected[self._key()] = e.reason
