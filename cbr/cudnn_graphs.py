@@ -3,6 +3,8 @@
     conv_genstats         y = conv(x, w);  sum[k], sum_sq[k] over N, P, Q of y   (training, stage 1)
     conv                  y = conv(x, w)                                          (stage 1 without stats)
     conv_scale_bias_relu  y = relu(conv(x, w) * eq_scale[k] + eq_bias[k])         (inference, BN folded)
+    conv_dgrad            dx = the gradient of conv(x, w) in x, from dy and w     (backward)
+    conv_wgrad            dw = the gradient of conv(x, w) in w, from x and dy     (backward)
 
 x and w are float16 NHWC / KRSC, y float16 NHWC; the statistics, eq_scale and eq_bias are float32
 (K,) vectors, and the conv accumulates in float32 (the intermediate type), so the statistics and
@@ -27,6 +29,8 @@ class GraphKind(str, Enum):
     CONV_GENSTATS = "conv_genstats"
     CONV = "conv"
     CONV_SCALE_BIAS_RELU = "conv_scale_bias_relu"
+    CONV_DGRAD = "conv_dgrad"
+    CONV_WGRAD = "conv_wgrad"
 
 
 # The buffers each graph reads or writes, by role; a launch passes one device pointer per role.
@@ -34,6 +38,8 @@ GRAPH_ROLES = {
     GraphKind.CONV_GENSTATS: ("x", "w", "y", "sum", "sum_sq"),
     GraphKind.CONV: ("x", "w", "y"),
     GraphKind.CONV_SCALE_BIAS_RELU: ("x", "w", "eq_scale", "eq_bias", "y"),
+    GraphKind.CONV_DGRAD: ("dy", "w", "dx"),
+    GraphKind.CONV_WGRAD: ("x", "dy", "dw"),
 }
 
 
@@ -147,6 +153,8 @@ class ConvGraph:
 def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     """Describe, validate and plan the `kind` graph for `key`; CudnnGraphRejected if cuDNN will not."""
     kind = GraphKind(kind)
+    if kind in (GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD):
+        return build_conv_backward_graph(kind, key, handle)
     _, cudnn = import_cuda_modules()
     if key.dtype != "float16":
         raise CudnnGraphRejected(kind.value, key, f"the cuDNN graphs take float16 x and w; got {key.dtype}")
@@ -202,6 +210,52 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     except (RuntimeError, ValueError) as e:
         # The binding reports a descriptor cuDNN cannot represent as RuntimeError; the frontend's
         # own checks raise ValueError. Either way there is no graph, and the caller falls back.
+        raise CudnnGraphRejected(kind.value, key, f"{type(e).__name__}: {str(e).strip()}") from e
+    uids = {role: int(tensors[role].get_uid()) for role in GRAPH_ROLES[kind]}
+    return ConvGraph(kind, key, g, uids, handle)
+
+
+def build_conv_backward_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
+    """The conv_dgrad (dy, w -> dx) or conv_wgrad (x, dy -> dw) graph for `key`, the forward conv's
+    shapes. cuDNN cannot infer a backward output's dims (several inputs give one output size under
+    a stride), so they are set here. dw is written in float16, like the weights: a float32 dw gets
+    one slow plan only on cuDNN 9.19 (the accumulation is float32 either way)."""
+    _, cudnn = import_cuda_modules()
+    if key.dtype != "float16":
+        raise CudnnGraphRejected(kind.value, key, f"the cuDNN graphs take float16 x and w; got {key.dtype}")
+    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    n, p, q, k = key.out_shape
+    try:
+        g = cudnn.pygraph(
+            name=f"lazytensor_{kind.value}",
+            io_data_type=half,
+            intermediate_data_type=f32,
+            compute_data_type=f32,
+            handle=handle,
+        )
+        x_dims, x_strides = nchw_dims_nhwc_strides(key.n, key.c, key.h, key.w)
+        w_dims, w_strides = nchw_dims_nhwc_strides(key.k, key.c, key.r, key.s)
+        y_dims, y_strides = nchw_dims_nhwc_strides(n, k, p, q)
+        conv = dict(padding=list(key.padding), stride=list(key.stride), dilation=list(key.dilation),
+                    compute_data_type=f32)
+        dy = g.tensor(name="dy", dim=y_dims, stride=y_strides, data_type=half)
+        if kind is GraphKind.CONV_DGRAD:
+            w = g.tensor(name="w", dim=w_dims, stride=w_strides, data_type=half)
+            dx = g.conv_dgrad(loss=dy, filter=w, name="dgrad", **conv)
+            dx.set_output(True).set_data_type(half).set_dim(x_dims).set_stride(x_strides)
+            tensors = {"dy": dy, "w": w, "dx": dx}
+        else:
+            x = g.tensor(name="x", dim=x_dims, stride=x_strides, data_type=half)
+            dw = g.conv_wgrad(image=x, loss=dy, name="wgrad", **conv)
+            dw.set_output(True).set_data_type(half).set_dim(w_dims).set_stride(w_strides)
+            tensors = {"x": x, "dy": dy, "dw": dw}
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+    except cudnn.cudnnGraphNotSupportedError as e:
+        raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
+    except (RuntimeError, ValueError) as e:     # as build_conv_graph: no graph, the caller falls back
         raise CudnnGraphRejected(kind.value, key, f"{type(e).__name__}: {str(e).strip()}") from e
     uids = {role: int(tensors[role].get_uid()) for role in GRAPH_ROLES[kind]}
     return ConvGraph(kind, key, g, uids, handle)

@@ -171,7 +171,9 @@ def parse_args(argv):
     p.add_argument("--max-plans", type=int, default=8, help="plans timed per graph, in heuristic order (0: all)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per plan after one warm-up")
     p.add_argument("--budget-s", type=float, default=0.0, help="wall-clock bound for the whole run (0: none)")
-    p.add_argument("--kinds", default=",".join(k.value for k in GraphKind), help="graphs to tune, comma-separated")
+    # The backward graphs (conv_dgrad, conv_wgrad) are tuned when named; by default the forward ones.
+    forward = (GraphKind.CONV_GENSTATS, GraphKind.CONV, GraphKind.CONV_SCALE_BIAS_RELU)
+    p.add_argument("--kinds", default=",".join(k.value for k in forward), help="graphs to tune, comma-separated")
     return p.parse_args(argv)
 
 
@@ -188,6 +190,9 @@ def allocate_buffers(cupy, key: ConvKey) -> dict:
         "sum_sq": cupy.zeros(k, dtype=cupy.float32),
         "eq_scale": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
         "eq_bias": rng.standard_normal((k,), dtype=cupy.float32),
+        "dy": rng.standard_normal((n, p, q, k), dtype=cupy.float32).astype(cupy.float16),
+        "dx": cupy.empty(key.x_shape, dtype=cupy.float16),
+        "dw": cupy.empty(key.w_shape, dtype=cupy.float16),
     }
 
 

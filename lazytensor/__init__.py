@@ -22,6 +22,10 @@ from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the 
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
+# Convolution and batch-norm gradients: the backward convolutions as nodes of their own, and their planner.
+from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
+from lazytensor.plan import conv_backward_plan as _conv_backward_plan  # noqa: F401  (registers their steps)
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -33,4 +37,5 @@ __all__ = [
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
+    "conv2d_backward_data", "conv2d_backward_filter",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr, apply
+from lazytensor.kernels.ops import OPS
 from lazytensor.kernels.program import Reduction, with_relu_mask
 from lazytensor.plan.lower import lower
 from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, materialized, may_overlap
@@ -333,7 +334,7 @@ def _training_bn_below(node):
     while isinstance(node, Expr) and node.heavy:
         if node.op == "batch_norm":
             return node if node.attrs.training else None
-        if node.op in ("reduce", "conv2d", "materialize"):
+        if node.op not in OPS and node.op != "astype":   # a reduction, a conv, any heavy op but elementwise
             return None
         nxt = [a for a in node.args if getattr(a, "heavy", False)]
         if len(nxt) != 1:
