@@ -22,6 +22,13 @@ from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the 
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
+# Matrix products, pooling and losses (issue #11): heavy nodes planned by plan/matmul_plan.py and
+# plan/pooling_plan.py; the softmax family is composed from lazy ops.
+from lazytensor.ops.matmul import matmul
+from lazytensor.ops.pooling import max_pool2d, avg_pool2d
+from lazytensor.ops.softmax import logsumexp, log_softmax, softmax, cross_entropy
+from lazytensor.plan import matmul_plan as _matmul_plan, pooling_plan as _pooling_plan  # noqa: F401  (register)
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -33,4 +40,5 @@ __all__ = [
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
+    "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
 ]

@@ -13,11 +13,14 @@ _NAMES[np.mod] = "remainder"
 
 def dispatch_ufunc(ufunc, method, inputs, out, kwargs):
     name = _NAMES.get(ufunc)
+    if ufunc is np.matmul and method == "__call__" and not kwargs:     # ndarray @ tensor, np.matmul(a, b)
+        from lazytensor.ops.matmul import matmul
+        name = matmul
     if method != "__call__" or name is None or kwargs:
         return NotImplemented
     from lazytensor.core.expr import apply
     from lazytensor.plan.evaluate import assign
-    expr = apply(name, *inputs)
+    expr = name(*inputs) if callable(name) else apply(name, *inputs)
     if out is None:
         return expr
     (dest,) = out

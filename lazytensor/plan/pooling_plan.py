@@ -1,0 +1,85 @@
+"""Planning max_pool2d, avg_pool2d and their backward ops: one step each, NumPy windows on the CPU
+(lazytensor.kernels.pool_cpu), a generated CUDA C kernel on CUDA (lazytensor.kernels.pool_cuda).
+Operands that are expressions are evaluated first; the CUDA kernels index dense NHWC, so a strided
+operand is copied to a dense one there (explain shows the copy)."""
+from __future__ import annotations
+
+from lazytensor.core import tensor as _tensor
+from lazytensor.kernels import launch_log, pool_cpu, pool_cuda
+from lazytensor.plan.planner import HEAVY, copy_step, materialized
+
+
+class PoolStep:
+    """out = the pooling (direction "forward") or its input gradient ("backward") of x; g is the output
+    gradient (backward only), x is None for avg pooling's backward on the CPU."""
+    __slots__ = ("backend", "direction", "attrs", "x", "g", "out")
+
+    def __init__(self, backend, direction, attrs, x, g, out):
+        self.backend, self.direction, self.attrs, self.x, self.g, self.out = backend, direction, attrs, x, g, out
+
+    def run(self):
+        a = self.attrs
+        if self.backend.name == "cpu":
+            if self.direction == "forward":
+                pool_cpu.pool_forward(a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
+            else:
+                pool_cpu.pool_backward(a.kind, self.x, self.g, a.kernel, a.stride, a.padding, self.out)
+        else:
+            compiler = self.backend.compiler
+            if self.direction == "forward":
+                pool_cuda.pool_forward(compiler, a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
+            else:
+                x = self.g if self.x is None else self.x      # avg pooling's kernel never reads x
+                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out)
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord(f"{a.kind}_pool2d_{self.direction}", self.backend.name,
+                                                      "pool", int(self.out.size), "memory", 0.0))
+
+    def capture_refusal(self):
+        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+
+    def describe(self, source: bool = True) -> str:
+        a = self.attrs
+        what = "NumPy over strided windows" if self.backend.name == "cpu" else "generated CUDA C kernel"
+        name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
+        text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
+                f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
+        if a.kind == "max" and self.direction == "backward":
+            text += "; each window's gradient to its first max (last NaN)"
+        if source and self.backend.name == "cuda":
+            text += "\n" + "\n".join("    " + line for line in
+                                     pool_cuda.render_pool(self.direction, a.kind, self.out.dtype).kernel.splitlines())
+        return text
+
+
+def _operand(node, backend, cut, steps):
+    t = materialized(cut(node), backend, steps)
+    if backend.name == "cpu" or t.data.flags.c_contiguous:
+        return t.data
+    dense = backend.empty(tuple(t.shape), t.dtype)
+    steps.append(copy_step(backend, t.data, dense, "dense NHWC copy for the pooling kernel"))
+    return dense
+
+
+def _build_pool(node, backend, cut, out):
+    steps: list = []
+    x = _operand(node.args[0], backend, cut, steps)
+    y = backend.empty(tuple(node.shape), node.dtype)
+    steps.append(PoolStep(backend, "forward", node.attrs, x, None, y))
+    return steps, _tensor.Tensor(y, node.device)
+
+
+def _build_pool_backward(node, backend, cut, out):
+    steps: list = []
+    if node.op == "max_pool2d_backward":
+        x = _operand(node.args[0], backend, cut, steps)
+        g = _operand(node.args[1], backend, cut, steps)
+    else:
+        x, g = None, _operand(node.args[0], backend, cut, steps)
+    dx = backend.empty(tuple(node.shape), node.dtype)
+    steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx))
+    return steps, _tensor.Tensor(dx, node.device)
+
+
+HEAVY["max_pool2d"] = HEAVY["avg_pool2d"] = _build_pool
+HEAVY["max_pool2d_backward"] = HEAVY["avg_pool2d_backward"] = _build_pool_backward
