@@ -13,7 +13,10 @@ def run_matmul(backend: str, a, b, out) -> None:
         np.matmul(a, b, out=out)
     else:
         import cupy
-        cupy.matmul(a, b, out=out)
+        if a.ndim > 1 and b.ndim > 1:
+            cupy.matmul(a, b, out=out)
+        else:       # a vector operand: cupy.matmul's out= is for the matrix cases only (a small result)
+            out[...] = cupy.matmul(a, b)
     if launch_log.listeners:
         launch_log.record(launch_log.KernelRecord("matmul", backend, "matmul", int(out.size), "memory", 0.0,
                                                   "BLAS" if backend == "cpu" else "cuBLAS"))

@@ -19,6 +19,7 @@ _TYPES = {np.dtype(np.float16): ("__half", "float", "__half2float", "__float2hal
 _HEAD = """{include}
 typedef {storage} T;
 typedef {acc} A;
+#define LT_NEG_INF (-__longlong_as_double(0x7ff0000000000000LL))   // -inf without math.h
 __device__ __forceinline__ A load(const T* p, long long i) {{ return {load}(p[i]); }}
 __device__ __forceinline__ T store(A v) {{ return {store}(v); }}
 #define SHAPE int N, int H, int W, int C, int P, int Q, int KH, int KW, int SH, int SW, int PH, int PW
@@ -27,7 +28,7 @@ __device__ __forceinline__ T store(A v) {{ return {store}(v); }}
 // keeping the first maximum and the last NaN (PyTorch: val > max || isnan(val)).
 __device__ __forceinline__ long long window_argmax(const T* x, int n, int p, int q, int c, SHAPE) {{
     int h0 = p * SH - PH, w0 = q * SW - PW;
-    A best = -INFINITY;
+    A best = (A)LT_NEG_INF;
     long long where = (long long)max(h0, 0) * W + max(w0, 0);
     for (int r = 0; r < KH; ++r) {{
         int h = h0 + r;
@@ -101,7 +102,7 @@ def render_pool(direction: str, kind: str, dtype) -> CudaSource:
                         storage=storage, acc=acc, load=load, store=store)
     if direction == "forward":
         if kind == "max":
-            body = _FORWARD.format(name=name, init="-INFINITY", result="acc",
+            body = _FORWARD.format(name=name, init="(A)LT_NEG_INF", result="acc",
                                    update="if (v > acc || isnan(v)) acc = v;")
         else:
             body = _FORWARD.format(name=name, init="0", result="acc / (A)(KH * KW)", update="acc += v;")
