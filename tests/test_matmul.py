@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import lazytensor as lt
@@ -150,6 +150,10 @@ def _rule_gradients(a, b, w):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(matmul_shapes(max_core=3), st.integers(0, 2**16))
+@example(((2, 1, 3, 2), (3, 2, 4)), 0)       # a's unit batch axis and missing leading axis broadcast
+@example(((4, 3, 2), (1, 2, 5)), 0)          # b's unit batch axis
+@example(((3,), (2, 3, 4)), 0)               # a vector against a batch
+@example(((2, 2, 3), (3,)), 0)
 def test_matmul_rule_matches_finite_differences(shapes, seed):
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
