@@ -155,3 +155,17 @@ def test_grad_through_pooling_matches_finite_differences():
     (gx,) = grad((lt.max_pool2d(tx, 3, 2, 1) * tw).sum(), [tx])
     loss = lambda x: float(np.sum(pool_reference("max", x, (3, 3), (2, 2), (1, 1)) * w))   # noqa: E731
     np.testing.assert_allclose(np.asarray(gx), finite_differences(loss, [x], 0, eps=1e-4), rtol=1e-6, atol=1e-8)
+
+
+def test_pooling_as_the_root_writes_the_destination():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 6, 6, 3))
+    t = lt.asarray(x, device="cpu")
+    assert [type(s).__name__ for s in lt.explain(lt.avg_pool2d(t, 2)).steps] == ["PoolStep"]
+    want = pool_reference("avg", x, (2, 2), (2, 2), (0, 0))
+    y = lt.zeros((3, 3, 3, 2), dtype=np.float64, device="cpu")
+    y[...] = lt.avg_pool2d(t, 2).transpose(2, 1, 3, 0)      # a strided destination
+    np.testing.assert_allclose(y.numpy(), want.transpose(2, 1, 3, 0))
+    t2 = lt.asarray(x.copy(), device="cpu")
+    t2[:, :3, :3] = lt.max_pool2d(t2, 2)                      # reads its own destination: NumPy's result
+    np.testing.assert_allclose(t2.numpy()[:, :3, :3], pool_reference("max", x, (2, 2), (2, 2), (0, 0)))

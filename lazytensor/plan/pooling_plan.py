@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.kernels import launch_log, pool_cpu, pool_cuda
-from lazytensor.plan.planner import HEAVY, copy_step, materialized
+from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
 
 
 class PoolStep:
@@ -61,12 +61,27 @@ def _operand(node, backend, cut, steps):
     return dense
 
 
+def _result(node, backend, out, operands):
+    """The plan's destination when the pooling is its root and may write it (no overlap with the
+    operands; dense on CUDA, whose kernels write dense NHWC), else a temporary."""
+    if (out is not None and (backend.name == "cpu" or out.flags.c_contiguous)
+            and not any(a is not None and may_overlap(out, a) for a in operands)):
+        return out
+    return backend.empty(tuple(node.shape), node.dtype)
+
+
+def _finish(steps, backend, node, y, out):
+    if out is not None and y is not out:
+        steps.append(copy_step(backend, y, out, "copy the pooling's result into the destination"))
+    return steps, _tensor.Tensor(y, node.device)
+
+
 def _build_pool(node, backend, cut, out):
     steps: list = []
     x = _operand(node.args[0], backend, cut, steps)
-    y = backend.empty(tuple(node.shape), node.dtype)
+    y = _result(node, backend, out, (x,))
     steps.append(PoolStep(backend, "forward", node.attrs, x, None, y))
-    return steps, _tensor.Tensor(y, node.device)
+    return _finish(steps, backend, node, y, out)
 
 
 def _build_pool_backward(node, backend, cut, out):
@@ -76,10 +91,11 @@ def _build_pool_backward(node, backend, cut, out):
         g = _operand(node.args[1], backend, cut, steps)
     else:
         x, g = None, _operand(node.args[0], backend, cut, steps)
-    dx = backend.empty(tuple(node.shape), node.dtype)
+    dx = _result(node, backend, out, (x, g))
     steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx))
-    return steps, _tensor.Tensor(dx, node.device)
+    return _finish(steps, backend, node, dx, out)
 
 
 HEAVY["max_pool2d"] = HEAVY["avg_pool2d"] = _build_pool
 HEAVY["max_pool2d_backward"] = HEAVY["avg_pool2d_backward"] = _build_pool_backward
+ROOT_WRITERS.update(("max_pool2d", "avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward"))
