@@ -169,3 +169,15 @@ def test_pooling_as_the_root_writes_the_destination():
     t2 = lt.asarray(x.copy(), device="cpu")
     t2[:, :3, :3] = lt.max_pool2d(t2, 2)                      # reads its own destination: NumPy's result
     np.testing.assert_allclose(t2.numpy()[:, :3, :3], pool_reference("max", x, (2, 2), (2, 2), (0, 0)))
+
+
+def test_a_recipe_rebinds_the_pooling_and_matmul_steps_to_new_tensors():
+    rng = np.random.default_rng(10)
+    for _ in range(3):      # the same structure each time: planned once, then rebound (lazytensor.plan.recipes)
+        x, w = rng.standard_normal((2, 4, 4, 3)), rng.standard_normal((3, 5))
+        tx, tw = lt.asarray(x, device="cpu"), lt.asarray(w, device="cpu")
+        g = rng.standard_normal((2, 2, 2, 3))
+        e = lt.relu(lt.max_pool2d(tx, 2) @ tw) + 1
+        np.testing.assert_allclose(np.asarray(e), np.maximum(pool_reference("max", x, (2, 2), (2, 2), (0, 0)) @ w, 0) + 1)
+        d = pool_backward(lt.avg_pool2d(tx * 2, 2), lt.asarray(g, device="cpu")) * 3
+        np.testing.assert_allclose(np.asarray(d), 3 * pool_backward_reference("avg", x, g, (2, 2), (2, 2), (0, 0)))
