@@ -1,5 +1,6 @@
-"""Planning max_pool2d, avg_pool2d and their backward ops: one step each, NumPy windows on the CPU
-(lazytensor.kernels.pool_cpu), a generated CUDA C kernel on CUDA (lazytensor.kernels.pool_cuda).
+"""Planning max_pool2d, avg_pool2d and their backward ops: one step each, a numba kernel on the CPU
+(lazytensor.kernels.pool_cpu, the twin of the CUDA kernel) and a generated CUDA C kernel on CUDA
+(lazytensor.kernels.pool_cuda).
 Operands that are expressions are evaluated first; the CUDA kernels index dense NHWC, so a strided
 operand is copied to a dense one there (explain shows the copy)."""
 from __future__ import annotations
@@ -40,7 +41,7 @@ class PoolStep:
 
     def describe(self, source: bool = True) -> str:
         a = self.attrs
-        what = "NumPy over strided windows" if self.backend.name == "cpu" else "generated CUDA C kernel"
+        what = "numba kernel" if self.backend.name == "cpu" else "generated CUDA C kernel"
         name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
         text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
