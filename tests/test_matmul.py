@@ -185,3 +185,11 @@ def test_grad_of_matmul_matches_finite_differences(shapes, seed):
     loss = lambda a, b: float(np.sum(np.matmul(a, b) * w))   # noqa: E731
     np.testing.assert_allclose(np.asarray(ga), finite_differences(loss, [a, b], 0), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(np.asarray(gb), finite_differences(loss, [a, b], 1), rtol=1e-6, atol=1e-7)
+
+
+def test_numpy_matmul_with_out_assigns():
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    y = lt.zeros((3, 2), dtype=np.float64, device="cpu")
+    assert np.matmul(lt.asarray(a, device="cpu"), b, out=(y,)) is y
+    _check(y, a @ b)
