@@ -25,6 +25,12 @@ from lazytensor import cbr
 # Convolution and batch-norm gradients: the backward convolutions as nodes of their own, and their planner.
 from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
 from lazytensor.plan import conv_backward_plan as _conv_backward_plan  # noqa: F401  (registers their steps)
+# Matrix products, pooling and losses (issue #11): heavy nodes planned by plan/matmul_plan.py and
+# plan/pooling_plan.py; the softmax family is composed from lazy ops.
+from lazytensor.ops.matmul import matmul
+from lazytensor.ops.pooling import max_pool2d, avg_pool2d
+from lazytensor.ops.softmax import logsumexp, log_softmax, softmax, cross_entropy
+from lazytensor.plan import matmul_plan as _matmul_plan, pooling_plan as _pooling_plan  # noqa: F401  (register)
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
@@ -38,4 +44,5 @@ __all__ = [
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
     "conv2d_backward_data", "conv2d_backward_filter",
+    "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
 ]

@@ -43,6 +43,8 @@ class Operand:
     def __ror__(self, o): return _expr.binary("bitwise_or", o, self)
     def __xor__(self, o): return _expr.binary("bitwise_xor", self, o)
     def __rxor__(self, o): return _expr.binary("bitwise_xor", o, self)
+    def __matmul__(self, o): return upward.matmul.matmul(self, o)
+    def __rmatmul__(self, o): return upward.matmul.rmatmul(self, o)
 
     # -- comparisons (elementwise, lazy, like NumPy arrays) ------------------------------------
     def __lt__(self, o): return _expr.binary("less", self, o)

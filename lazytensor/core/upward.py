@@ -17,6 +17,8 @@ def __getattr__(name: str):
         from lazytensor.ops import reductions as module
     elif name == "numpy_dispatch":
         from lazytensor.ops import numpy_dispatch as module
+    elif name == "matmul":
+        from lazytensor.ops import matmul as module
     elif name == "evaluation":
         from lazytensor.plan import evaluate as module
     else:

@@ -13,11 +13,15 @@ _NAMES[np.mod] = "remainder"
 
 def dispatch_ufunc(ufunc, method, inputs, out, kwargs):
     name = _NAMES.get(ufunc)
-    if method != "__call__" or name is None or kwargs:
+    if method != "__call__" or kwargs or (name is None and ufunc is not np.matmul):
         return NotImplemented
     from lazytensor.core.expr import apply
     from lazytensor.plan.evaluate import assign
-    expr = apply(name, *inputs)
+    if ufunc is np.matmul:      # ndarray @ tensor, np.matmul(a, b): a heavy node, not an op of the table
+        from lazytensor.ops.matmul import matmul
+        expr = matmul(*inputs)
+    else:
+        expr = apply(name, *inputs)
     if out is None:
         return expr
     (dest,) = out

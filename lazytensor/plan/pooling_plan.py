@@ -1,0 +1,102 @@
+"""Planning max_pool2d, avg_pool2d and their backward ops: one step each, a numba kernel on the CPU
+(lazytensor.kernels.pool_cpu, the twin of the CUDA kernel) and a generated CUDA C kernel on CUDA
+(lazytensor.kernels.pool_cuda).
+Operands that are expressions are evaluated first; the CUDA kernels index dense NHWC, so a strided
+operand is copied to a dense one there (explain shows the copy)."""
+from __future__ import annotations
+
+from lazytensor.core import tensor as _tensor
+from lazytensor.kernels import launch_log, pool_cpu, pool_cuda
+from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
+
+
+class PoolStep:
+    """out = the pooling (direction "forward") or its input gradient ("backward") of x; g is the output
+    gradient (backward only), x is None for avg pooling's backward on the CPU."""
+    __slots__ = ("backend", "direction", "attrs", "x", "g", "out")
+
+    def __init__(self, backend, direction, attrs, x, g, out):
+        self.backend, self.direction, self.attrs, self.x, self.g, self.out = backend, direction, attrs, x, g, out
+
+    def run(self):
+        a = self.attrs
+        if self.backend.name == "cpu":
+            if self.direction == "forward":
+                pool_cpu.pool_forward(a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
+            else:
+                pool_cpu.pool_backward(a.kind, self.x, self.g, a.kernel, a.stride, a.padding, self.out)
+        else:
+            compiler = self.backend.compiler
+            if self.direction == "forward":
+                pool_cuda.pool_forward(compiler, a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
+            else:
+                x = self.g if self.x is None else self.x      # avg pooling's kernel never reads x
+                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out)
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord(f"{a.kind}_pool2d_{self.direction}", self.backend.name,
+                                                      "pool", int(self.out.size), "memory", 0.0))
+
+    def capture_refusal(self):
+        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+
+    def describe(self, source: bool = True) -> str:
+        a = self.attrs
+        what = "numba kernel" if self.backend.name == "cpu" else "generated CUDA C kernel"
+        name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
+        text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
+                f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
+        if a.kind == "max" and self.direction == "backward":
+            text += "; each window's gradient to its first max (last NaN)"
+        if source and self.backend.name == "cuda":
+            text += "\n" + "\n".join("    " + line for line in
+                                     pool_cuda.render_pool(self.direction, a.kind, self.out.dtype).kernel.splitlines())
+        return text
+
+
+def _operand(node, backend, cut, steps):
+    t = materialized(cut(node), backend, steps)
+    if backend.name == "cpu" or t.data.flags.c_contiguous:
+        return t.data
+    dense = backend.empty(tuple(t.shape), t.dtype)
+    steps.append(copy_step(backend, t.data, dense, "dense NHWC copy for the pooling kernel"))
+    return dense
+
+
+def _result(node, backend, out, operands):
+    """The plan's destination when the pooling is its root and may write it (no overlap with the
+    operands; dense on CUDA, whose kernels write dense NHWC), else a temporary."""
+    if (out is not None and (backend.name == "cpu" or out.flags.c_contiguous)
+            and not any(a is not None and may_overlap(out, a) for a in operands)):
+        return out
+    return backend.empty(tuple(node.shape), node.dtype)
+
+
+def _finish(steps, backend, node, y, out):
+    if out is not None and y is not out:
+        steps.append(copy_step(backend, y, out, "copy the pooling's result into the destination"))
+    return steps, _tensor.Tensor(y, node.device)
+
+
+def _build_pool(node, backend, cut, out):
+    steps: list = []
+    x = _operand(node.args[0], backend, cut, steps)
+    y = _result(node, backend, out, (x,))
+    steps.append(PoolStep(backend, "forward", node.attrs, x, None, y))
+    return _finish(steps, backend, node, y, out)
+
+
+def _build_pool_backward(node, backend, cut, out):
+    steps: list = []
+    if node.op == "max_pool2d_backward":
+        x = _operand(node.args[0], backend, cut, steps)
+        g = _operand(node.args[1], backend, cut, steps)
+    else:
+        x, g = None, _operand(node.args[0], backend, cut, steps)
+    dx = _result(node, backend, out, (x, g))
+    steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx))
+    return _finish(steps, backend, node, dx, out)
+
+
+HEAVY["max_pool2d"] = HEAVY["avg_pool2d"] = _build_pool
+HEAVY["max_pool2d_backward"] = HEAVY["avg_pool2d_backward"] = _build_pool_backward
+ROOT_WRITERS.update(("max_pool2d", "avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward"))
