@@ -242,8 +242,7 @@ def dags(draw, device="cpu", dtypes=DTYPES, shapes=SHAPES, max_leaves=4, max_ops
     return DrawnDag(root.lt, root.np, root.err, root.text, raised)
 
 
-@st.composite
-def expressions(draw, leaves, ops=None, max_depth=3, max_ops=6, scalar_dtypes=DTYPES, dtypes=DTYPES):
+def expressions(leaves, ops=None, max_depth=3, max_ops=6, scalar_dtypes=DTYPES, dtypes=DTYPES):
     """A random expression DAG over `leaves` and its NumPy reference: a DrawnDag with `.expr` (the
     lazytensor expression, built as a user writes it), `.expected` (NumPy's eager value of the same
     DAG), `.err` (per-element error bound), `.text` (the DAG spelled with t0, t1, ... for the leaves)
@@ -251,18 +250,29 @@ def expressions(draw, leaves, ops=None, max_depth=3, max_ops=6, scalar_dtypes=DT
 
     leaves: Tensors (a sequence, or a strategy of sequences such as st.lists(tensors(...))).
     ops: names of the op table (lazytensor.kernels.ops.OPS) and "clip", "astype"; None for all.
-    max_depth: the most ops on any path from a leaf to the root. max_ops: the most ops drawn.
+    max_depth: the most drawn ops on any path from a leaf to the root (casts that NumPy's promotion
+    inserts are not counted). max_ops: the most ops drawn.
     Python and NumPy scalars of `scalar_dtypes` appear as operands; astype casts to `dtypes`. Ops
     that NumPy refuses (shapes that do not broadcast, ...) must be refused alike and are left out;
     an expression of which every op was refused is rejected (hypothesis draws another)."""
     ops = _check_ops(ops)
-    if isinstance(leaves, st.SearchStrategy):
-        leaves = draw(leaves)
+    if max_depth is not None and max_depth < 1:
+        raise ValueError(f"max_depth must be at least 1 (one op over the leaves), got {max_depth}")
+    if not isinstance(leaves, st.SearchStrategy):
+        leaves = st.just(_check_leaves(leaves))
+    return _expressions(leaves, ops, max_depth, max_ops, scalar_dtypes, dtypes)
+
+
+def _check_leaves(leaves) -> list:
     leaves = list(leaves)
     if not leaves or not all(isinstance(t, Tensor) for t in leaves):
         raise TypeError(f"expressions(leaves) takes a non-empty sequence of lazytensor Tensors, got {leaves!r}")
-    if max_depth is not None and max_depth < 1:
-        raise ValueError(f"max_depth must be at least 1 (one op over the leaves), got {max_depth}")
+    return leaves
+
+
+@st.composite
+def _expressions(draw, leaves, ops, max_depth, max_ops, scalar_dtypes, dtypes):
+    leaves = _check_leaves(draw(leaves))
     pool = [Node(t, t.numpy(), 0.0, f"t{i}") for i, t in enumerate(leaves)]
     built, raised = _grow(draw, pool, draw(st.integers(1, max_ops)), ops, max_depth, dtypes, scalar_dtypes)
     if not built:
