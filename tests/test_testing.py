@@ -116,15 +116,15 @@ def test_expressions_refuse_bad_arguments():
 
 def test_shrinking_reaches_the_smallest_tensor():
     t = find(tensors(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=8), device="cpu"),
-             lambda t: t.size >= 4, settings=settings(max_examples=200, database=None))
+             lambda t: t.size >= 4, settings=settings(max_examples=200, database=None, derandomize=True))
     assert t.shape == (4,)
 
 
 def test_shrinking_reaches_the_smallest_expression():
     leaves = [lt.asarray(np.array([1.0, -2.0]), device="cpu"), lt.asarray(np.array([3.0, 4.0]), device="cpu")]
     dag = find(expressions(leaves, max_depth=4), lambda d: "exp" in d.text,
-               settings=settings(max_examples=500, database=None))
-    assert dag.text == "exp(t0)"
+               settings=settings(max_examples=500, database=None, derandomize=True, deadline=None))
+    assert dag.text in ("exp(t0)", "exp(t1)"), dag.text       # one op over one leaf
 
 
 # -- assertions ----------------------------------------------------------------------------------
