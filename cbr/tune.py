@@ -28,6 +28,7 @@ from .cudnn_cache import device_identity
 from .cudnn_errors import CudnnGraphRejected
 from .cudnn_graphs import GRAPH_ROLES, GraphKind, build_conv_graph
 from .cudnn_handle import bind_current_stream, handle_for_device, import_cuda_modules
+from .progress import progress
 from .cudnn_plans import describe_error, time_plans
 from .experience_table import TABLES_DIR, ExperienceTable, make_entry, rejected_entry
 from .model_shapes import MODELS, distinct_shapes
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     # Pass 1: every graph of every shape, its first plans. Buffers stay alive for pass 2.
     jobs: list[GraphTuning] = []
     buffers_by_shape = []
-    for key, layers in shapes:
+    for key, layers in progress(shapes, "tune: first plans", unit="shape"):
         buffers = allocate_buffers(cupy, key)
         buffers_by_shape.append(buffers)
         pointers = {role: a.data.ptr for role, a in buffers.items()}
@@ -147,8 +148,10 @@ def main(argv=None) -> int:
     save()
 
     # Pass 2: one more plan per graph per round, while the budget lasts.
+    rounds = 0
     while any(job.pending for job in jobs) and time.monotonic() < deadline:
-        for job in jobs:
+        rounds += 1
+        for job in progress(jobs, f"tune: round {rounds}", unit="graph"):
             if job.pending and time.monotonic() < deadline:
                 job.time_more(1, args.runs)
         save()

@@ -274,7 +274,7 @@ def test_random_dag_kernels_compile_to_ptx():
     import os
 
     from hypothesis import HealthCheck, given, settings
-    from dag_strategies import dags
+    from lazytensor.testing.strategies import dags
 
     @settings(max_examples=int(os.environ.get("LT_PROPERTY_EXAMPLES", "70")), deadline=None,
               suppress_health_check=list(HealthCheck), print_blob=True)

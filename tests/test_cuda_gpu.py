@@ -323,7 +323,7 @@ def test_random_dags_match_numpy():
     """The hypothesis DAG suite of the CPU tests, on device='cuda'."""
     pytest.importorskip("hypothesis")
     from hypothesis import HealthCheck, given, settings
-    from dag_strategies import assert_matches, dags
+    from lazytensor.testing import assert_matches, dags
 
     @settings(max_examples=int(os.environ.get("LT_PROPERTY_EXAMPLES", "150")), deadline=None,
               suppress_health_check=list(HealthCheck), print_blob=True)

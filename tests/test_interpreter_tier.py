@@ -20,7 +20,7 @@ import lazytensor as lt
 from lazytensor.kernels.backend import backend_for
 from lazytensor.kernels.cache import KernelCache
 
-from dag_strategies import assert_matches, dags
+from lazytensor.testing import assert_matches, dags
 
 EXAMPLES = int(os.environ.get("LT_PROPERTY_EXAMPLES", "70"))
 PROFILE = settings(max_examples=EXAMPLES, deadline=None,

@@ -50,3 +50,17 @@ def test_notebook_runs(path, jupyter_env):
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()   # raises CellExecutionError, naming the failing cell and its traceback
+    _check_displays(path, nb)
+
+
+# A cell tagged with one of these must have shown an output of that MIME type.
+DISPLAY_TAGS = {"display-html": "text/html", "display-image": "image/png"}
+
+
+def _check_displays(path, nb):
+    """Rich displays exist where the notebook promises them (cells tagged display-html, display-image)."""
+    for i, cell in enumerate(nb.cells):
+        for tag in cell.get("metadata", {}).get("tags", []):
+            if tag in DISPLAY_TAGS:
+                shown = [kind for out in cell.get("outputs", []) for kind in out.get("data", {})]
+                assert DISPLAY_TAGS[tag] in shown, f"{path.name}, cell {i}: tagged {tag} but showed only {shown}"

@@ -1,10 +1,12 @@
 """`python -m lazytensor bench --device D --suite S`: which benchmark functions a suite runs."""
 from __future__ import annotations
 
+from lazytensor.cbr.progress import progress
+
 
 def run_suites(device: str, suite: str, print_fn=print) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
-    for name in wanted:
+    for name in progress(wanted, f"bench on {device}", unit="suite"):
         if name == "interactive":
             from lazytensor.bench.interactive import run_interactive_bench
             run_interactive_bench(print_fn)

@@ -18,6 +18,22 @@ class Table:
     def floor(self, case: str, seconds: float, how: str):
         self.floors[case] = (seconds, how)
 
+    def to_pandas(self):
+        """The rows as a pandas DataFrame: case, implementation, seconds, x_floor (time over the
+        case's floor, NaN without one) and speedup (over the baseline, NaN without one). pandas is
+        an optional extra: pip install 'lazytensor[notebooks]'."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("Table.to_pandas needs pandas: pip install 'lazytensor[notebooks]' "
+                              "(or pip install pandas)") from exc
+        nan = float("nan")
+        base = {c: s for c, i, s in self.rows if i == self.baseline}
+        return pd.DataFrame(
+            [(case, impl, s, s / self.floors[case][0] if case in self.floors else nan,
+              base[case] / s if case in base else nan) for case, impl, s in self.rows],
+            columns=["case", "implementation", "seconds", "x_floor", "speedup"])
+
     def render(self) -> str:
         out = [self.title, ""]
         header = f"| case | implementation | time | x floor | speed-up vs {self.baseline} |"

@@ -14,6 +14,10 @@ from lazytensor.core.rewrites import bool_squared
 class Operand:
     __slots__ = ()
 
+    def _repr_html_(self) -> str:
+        # Jupyter's rich display (lazytensor.tools.display): an expression is planned, never run.
+        return upward.display.html(self)
+
     # -- arithmetic -------------------------------------------------------------------------
     def __add__(self, o): return _expr.binary("add", self, o)
     def __radd__(self, o): return _expr.binary("add", o, self)

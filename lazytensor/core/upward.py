@@ -1,8 +1,9 @@
 """The IR's one way up, resolved at call time.
 
 Tensors and expressions are what users hold, so their methods are the user API: `t.sum()`, `t.T`,
-`np.exp(t)`, `y[...] = e`, `np.asarray(e)`. Those build nodes through lazytensor.ops or evaluate
-through lazytensor.plan, layers that sit above the IR and import it. Every such method reaches up
+`np.exp(t)`, `y[...] = e`, `np.asarray(e)`, Jupyter's `_repr_html_`. Those build nodes through
+lazytensor.ops, evaluate through lazytensor.plan, or display through lazytensor.tools.display,
+layers that sit above the IR and import it. Every such method reaches up
 through this module alone: an attribute below imports its module on first use and keeps it, so the
 core -> ops/plan -> core loop is these few lines, and the import-linter contract in pyproject.toml
 names them as its only exception.
@@ -21,6 +22,8 @@ def __getattr__(name: str):
         from lazytensor.ops import matmul as module
     elif name == "evaluation":
         from lazytensor.plan import evaluate as module
+    elif name == "display":
+        from lazytensor.tools import display as module
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = module

@@ -8,9 +8,20 @@ from lazytensor.core.tensor import Tensor
 
 
 class Explanation(str):
-    """The text of the plan (a str, so print() and Jupyter show it as it is); `.steps` holds the
-    step objects themselves, in the order they run."""
+    """The text of the plan (a str, so print() shows it as it is); `.steps` holds the step objects
+    themselves, in the order they run. A notebook shows it as HTML: the steps as a table, then each
+    kernel's program and highlighted source (lazytensor.tools.display)."""
     steps: list
+    notes: list = []        # lines after the steps (the replay note)
+    source: bool = True     # whether the text includes the generated source
+
+    def _repr_html_(self) -> str:
+        from lazytensor.tools.display import explanation_html
+        return explanation_html(self)
+
+    def _repr_pretty_(self, printer, cycle):
+        # IPython's terminal shows the text as print() does, not as a quoted str.
+        printer.text(str(self))
 
 
 def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation:
@@ -30,4 +41,6 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
         lines.append(replay)
     explanation = Explanation("\n".join(lines))
     explanation.steps = steps
+    explanation.notes = [replay] if replay is not None else []
+    explanation.source = source
     return explanation

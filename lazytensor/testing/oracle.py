@@ -1,26 +1,18 @@
-"""Hypothesis strategies that draw random expression DAGs, each with an independent NumPy oracle.
-
-`dags(device="cpu")` draws a `DrawnDag`: the lazytensor expression (built with operators, lt
-functions and NumPy's ufunc protocol, exactly as a user writes it) and the value NumPy computes for
-the same DAG eagerly: each node is evaluated with its op's `reference` (kernels.ops.OPS), NumPy
-operators or np.clip / ndarray.astype, on NumPy arrays and the very same Python / NumPy scalars.
-Nothing of lazytensor's evaluation path (lowering, rendering, kernels) is used by the oracle.
-A GPU test reuses it unchanged with `dags(device="cuda")`.
-
-What the DAGs cover: every op of OPS plus clip, astype, unary minus and abs through operators;
-dtypes bool, int8-int64, uint8-uint64, float16, float32, float64 (and every mix of them, so NumPy's
-promotion inserts casts); shapes that broadcast (0-d, size-1 dims, empty dims, odd sizes like 7x13),
-strided and reversed views as leaves; weak Python scalars and strong NumPy scalars on either side;
-shared subexpressions (the same Expr object used more than once); values that include NaN, +-inf,
--0.0, subnormals and the integer extremes (min, max, 0, -1).
+"""The NumPy oracle of an expression DAG: each node built twice, once with lazytensor exactly as a
+user writes it (operators, lt functions, NumPy's ufunc protocol) and once eagerly with NumPy (its
+op's `reference` in kernels.ops.OPS, NumPy operators, np.clip, ndarray.astype) on the very same
+arrays and Python / NumPy scalars, with a per-element error bound. Nothing of lazytensor's
+evaluation path (lowering, rendering, kernels) is used by the oracle. The hypothesis strategies
+that grow random DAGs from these nodes live in lazytensor.testing.strategies; this module needs
+NumPy alone.
 
 Legality. NumPy raises for some DAGs at the op that is wrong (a Python int out of range for the
-loop dtype, an op a dtype does not support). The strategy then checks that lazytensor raised the
-same error type while building the same node, and leaves that op out. The one deliberate
-difference is integer power with a negative exponent: NumPy raises (value dependent, at run time);
-an elementwise kernel cannot, so lazytensor defines the result (see lt_pow_i in
-kernels/numba_prelude.py: 1 for base 1, +-1 for base -1, else 0) and the oracle computes exactly
-that documented value.
+loop dtype, an op a dtype does not support, shapes that do not broadcast). `build` then checks that
+lazytensor raised the same error type while building the same node, and raises `Refused` so that
+the caller leaves that op out. The one deliberate difference is integer power with a negative
+exponent: NumPy raises (value dependent, at run time); an elementwise kernel cannot, so lazytensor
+defines the result (see lt_pow_i in kernels/numba_prelude.py: 1 for base 1, +-1 for base -1, else 0)
+and the oracle computes exactly that documented value.
 
 How results are compared (`assert_matches`). Integers and bools: exactly. Floats: each oracle node
 carries a per-element absolute error bound, `err`, propagated through the DAG (running error
@@ -55,11 +47,9 @@ import operator
 from dataclasses import dataclass, field
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-import lazytensor as lt
-from lazytensor.core.expr import apply
+from lazytensor.core.expr import Expr, apply
+from lazytensor.ops import elementwise as lt_functions
 from lazytensor.kernels.ops import DTYPES, OPS
 
 APPROX_ULPS = 8
@@ -90,60 +80,6 @@ SHAPES = ((), (1,), (5,), (0,), (3, 4), (7, 13), (1, 1), (2, 1, 3), (4, 0), (3, 
 
 
 # ---------------------------------------------------------------------------------------------------
-# values
-
-
-def float_specials(dtype) -> list:
-    fi = np.finfo(dtype)
-    return [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -2.5, float(fi.max), float(fi.min),
-            float(fi.tiny), float(fi.smallest_subnormal), -float(fi.smallest_subnormal), 3.0, 1e-3]
-
-
-def int_specials(dtype) -> list:
-    ii = np.iinfo(dtype)
-    return sorted({ii.min, ii.max, 0, 1, 2, 3, 7, ii.max - 1, ii.min + 1} | ({-1, -2, -7} if ii.min < 0 else set()))
-
-
-def elements(dtype):
-    dtype = np.dtype(dtype)
-    if dtype == BOOL:
-        return st.booleans()
-    if dtype.kind in "iu":
-        ii = np.iinfo(dtype)
-        return st.one_of(st.sampled_from(int_specials(dtype)), st.integers(max(ii.min, -20), min(ii.max, 20)),
-                         st.integers(ii.min, ii.max))
-    width = dtype.itemsize * 8
-    return st.one_of(st.sampled_from(float_specials(dtype)).map(lambda v: dtype.type(v)),
-                     st.floats(-10, 10, width=width),
-                     st.floats(width=width, allow_nan=True, allow_infinity=True, allow_subnormal=True))
-
-
-def python_scalars():
-    """Weak scalars: Python int (including out-of-range values, which must raise OverflowError
-    exactly where NumPy raises it, and ints beyond 64 bits, which integers still compare with),
-    Python float, Python bool."""
-    return st.one_of(
-        st.sampled_from([0, 1, -1, 2, 3, 5, 127, 128, 255, 256, -129, 300, 65535, 2**31 - 1, 2**31,
-                         2**63 - 1, -2**63, 2**64 - 1, -2**63 - 1, 2**64, 2**100]),
-        st.integers(-50, 50),
-        st.sampled_from([0.0, -0.0, 0.5, 2.5, -1.5, np.nan, np.inf, -np.inf, 1e-3, 1e30, 70000.0]),
-        st.floats(-100, 100),
-        st.booleans(),
-    )
-
-
-@st.composite
-def numpy_scalars(draw, dtypes=DTYPES):
-    """Strong scalars: NumPy scalars of any supported dtype."""
-    dtype = draw(st.sampled_from(dtypes))
-    return dtype.type(draw(elements(dtype)))
-
-
-def scalars(dtypes=DTYPES):
-    return st.one_of(python_scalars(), numpy_scalars(dtypes))
-
-
-# ---------------------------------------------------------------------------------------------------
 # the oracle's nodes
 
 
@@ -153,6 +89,7 @@ class Node:
     np: np.ndarray      # NumPy's value of the same node
     err: object         # absolute error bound: 0.0 (exact), or an ndarray of the node's shape (inf: don't care)
     text: str           # a readable spelling, for failure reports
+    depth: int = 0      # ops on the longest path from a leaf (a leaf: 0)
 
     @property
     def dtype(self):
@@ -170,6 +107,12 @@ class DrawnDag:
     @property
     def dtype(self):
         return self.expected.dtype
+
+    def check(self, actual=None):
+        """Evaluate the expression (or take `actual`, a value of it) and compare it with NumPy's
+        under the error-bound rules of `assert_matches`."""
+        from lazytensor.plan.evaluate import to_numpy
+        assert_matches(to_numpy(self.expr if actual is None else actual), self.expected, self.err, repr(self))
 
     def __repr__(self):
         return f"DrawnDag({self.text}, dtype={self.dtype}, shape={self.expected.shape})"
@@ -356,9 +299,13 @@ def _lt_call(op, lt_args, form):
         return lt_args[0] / lt_args[1]
     if op in BINARY_OPERATORS:
         return BINARY_OPERATORS[op](*lt_args)
-    if hasattr(lt, op):
-        return getattr(lt, op)(*lt_args)
+    if hasattr(lt_functions, op):
+        return getattr(lt_functions, op)(*lt_args)
     return apply(op, *lt_args)                  # an op of the table with no lt function (yet)
+
+
+def _depth(args) -> int:
+    return 1 + max((a.depth for a in args if isinstance(a, Node)), default=0)
 
 
 def _text(x):
@@ -376,7 +323,7 @@ def _same_error_kind(np_exc, lt_exc):
     return type(np_exc) is type(lt_exc)
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """NumPy and lazytensor both refused the op (same error type): leave it out."""
 
 
@@ -396,8 +343,8 @@ def build(op, args, form="function", text=None):
     if np_exc is not None or lt_exc is not None:
         assert np_exc is not None and lt_exc is not None and _same_error_kind(np_exc, lt_exc), (
             f"{op}({', '.join(map(_text, args))}) [{form}]: NumPy raised {np_exc!r}, lazytensor raised {lt_exc!r}")
-        raise _Refused(f"{op}: {type(np_exc).__name__}")
-    assert isinstance(expr, lt.Expr), f"{op} built {type(expr).__name__}, not an Expr"
+        raise Refused(f"{op}: {type(np_exc).__name__}")
+    assert isinstance(expr, Expr), f"{op} built {type(expr).__name__}, not an Expr"
     assert expr.dtype == expected.dtype, (
         f"{op}({', '.join(map(_text, args))}): lazytensor dtype {expr.dtype}, NumPy {expected.dtype}")
     assert expr.shape == expected.shape, (
@@ -406,7 +353,7 @@ def build(op, args, form="function", text=None):
     err = propagate(op, args, expected)
     if op in ("maximum", "minimum", "relu"):
         err = _zero_ties_unspecified(np_args + ([0.0] if op == "relu" else []), expected, err)
-    return Node(expr, expected, err, spelled)
+    return Node(expr, expected, err, spelled, _depth(args))
 
 
 def build_astype(node: Node, dtype) -> Node:
@@ -427,7 +374,7 @@ def build_astype(node: Node, dtype) -> Node:
             t = np.trunc(node.np.astype(np.float64))
             undefined = ~np.isfinite(t) | (t < ii.min) | (t > ii.max)
         err = np.where(undefined, np.inf, _as_err(err, expected.shape))
-    return Node(expr, expected, err, f"{node.text}.astype({dtype.name})")
+    return Node(expr, expected, err, f"{node.text}.astype({dtype.name})", node.depth + 1)
 
 
 def _zero_ties_unspecified(values, result, err):
@@ -457,13 +404,13 @@ def build_clip(x: Node, lo, hi) -> Node:
     except Exception as exc:  # noqa: BLE001
         np_exc = exc
     try:
-        expr = lt.clip(x.lt, lt_lo, lt_hi)
+        expr = lt_functions.clip(x.lt, lt_lo, lt_hi)
     except Exception as exc:  # noqa: BLE001
         lt_exc = exc
     if np_exc is not None or lt_exc is not None:
         assert np_exc is not None and lt_exc is not None and _same_error_kind(np_exc, lt_exc), (
             f"clip({x.text}, {_text(lo)}, {_text(hi)}): NumPy raised {np_exc!r}, lazytensor raised {lt_exc!r}")
-        raise _Refused(f"clip: {type(np_exc).__name__}")
+        raise Refused(f"clip: {type(np_exc).__name__}")
     assert expr.dtype == expected.dtype, f"clip({x.text}, {_text(lo)}, {_text(hi)}): {expr.dtype} vs NumPy {expected.dtype}"
     errs = [_as_err(e, expected.shape) for e in _errors_of([x, lo, hi]) if not _is_exact(e)]
     err = 0.0
@@ -471,91 +418,7 @@ def build_clip(x: Node, lo, hi) -> Node:
         bound = np.maximum.reduce(errs) + _ulp(expected, expected.dtype) if expected.dtype.kind == "f" else np.inf
         err = np.where(np.maximum.reduce(errs) > 0, bound, 0.0)
     err = _zero_ties_unspecified(_values_of([x, lo, hi]), expected, err)
-    return Node(expr, expected, err, f"clip({x.text}, {_text(lo)}, {_text(hi)})")
-
-
-# ---------------------------------------------------------------------------------------------------
-# strategies
-
-
-@st.composite
-def leaf_shapes(draw, out_shape):
-    """A shape that broadcasts to out_shape: drop leading dims, turn some dims into 1."""
-    drop = draw(st.integers(0, len(out_shape)))
-    shape = list(out_shape[drop:])
-    for i in range(len(shape)):
-        if draw(st.integers(0, 3)) == 0:
-            shape[i] = 1
-    return tuple(shape)
-
-
-@st.composite
-def tensor_leaves(draw, out_shape, dtypes=DTYPES, device="cpu"):
-    dtype = draw(st.sampled_from(dtypes))
-    shape = draw(leaf_shapes(out_shape))
-    values = draw(hnp.arrays(dtype, shape, elements=elements(dtype)))
-    layout = draw(st.sampled_from(["contiguous", "contiguous", "strided", "reversed"])) if shape else "contiguous"
-    if layout == "strided":                      # every other element of a wider buffer
-        base = np.zeros(shape[:-1] + (2 * shape[-1],), dtype)
-        base[..., ::2] = values
-        data = base[..., ::2]
-    elif layout == "reversed":                   # negative strides
-        data = values[::-1].copy()[::-1]
-    else:
-        data = values.copy()
-    tensor = lt.asarray(data, device=device)
-    return Node(tensor, values, 0.0, f"t[{dtype.name}{list(shape)}{'' if layout == 'contiguous' else ' ' + layout}]")
-
-
-@st.composite
-def dags(draw, device="cpu", dtypes=DTYPES, shapes=SHAPES, max_leaves=4, max_ops=7, scalar_dtypes=DTYPES):
-    """A random expression DAG and its NumPy oracle (a DrawnDag). See the module docstring."""
-    out_shape = draw(st.sampled_from(shapes))
-    pool = [draw(tensor_leaves(out_shape, dtypes, device)) for _ in range(draw(st.integers(1, max_leaves)))]
-    raised = []
-    n_ops = draw(st.integers(1, max_ops))
-    built = []
-    attempts = 0
-    while len(built) < n_ops and attempts < 4 * n_ops:
-        attempts += 1
-        # Prefer recent nodes (chains grow deep) but any earlier node can be read again (sharing).
-        def pick():
-            i = draw(st.integers(0, len(pool) - 1))
-            j = draw(st.integers(max(0, len(pool) - 2), len(pool) - 1))
-            return pool[draw(st.sampled_from([i, j, j]))]
-
-        def operand():
-            return pick() if draw(st.integers(0, 3)) else draw(scalars(scalar_dtypes))
-
-        kind = draw(st.sampled_from(["unary", "binary", "binary", "binary", "where", "clip", "astype"]))
-        form = draw(st.sampled_from(["operator", "function", "ufunc"]))
-        try:
-            if kind == "unary":
-                node = build(draw(st.sampled_from(UNARY_OPS)), [pick()], form)
-            elif kind == "binary":
-                op = draw(st.sampled_from(BINARY_OPS))
-                a, b = pick(), operand()
-                if draw(st.booleans()):
-                    a, b = b, a                  # a scalar on the left: reflected operators
-                node = build(op, [a, b], form)
-            elif kind == "where":
-                node = build("where", [pick(), operand(), operand()], "function")
-            elif kind == "clip":
-                lo = operand() if draw(st.booleans()) else None
-                hi = operand() if draw(st.booleans()) or lo is None else None
-                node = build_clip(pick(), lo, hi)
-            else:
-                node = build_astype(pick(), draw(st.sampled_from(dtypes)))
-        except _Refused as r:
-            raised.append(str(r))
-            continue
-        pool.append(node)
-        built.append(node)
-    if not built:                               # every op refused: a plain copy-like op still runs
-        node = build("absolute" if pool[0].dtype != BOOL else "invert", [pool[0]], "function")
-        built.append(node)
-    root = built[-1]
-    return DrawnDag(root.lt, root.np, root.err, root.text, raised)
+    return Node(expr, expected, err, f"clip({x.text}, {_text(lo)}, {_text(hi)})", _depth([x, lo, hi]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -589,3 +452,4 @@ def assert_matches(actual, expected, err=0.0, context=""):
                  f"{int(bad.sum())} of {bad.size} elements differ; first at {idx}: "
                  f"lazytensor {actual[idx]!r}, NumPy {expected[idx]!r}, bound {err[idx]!r}"]
         raise AssertionError("\n".join(lines))
+
