@@ -22,6 +22,9 @@ from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the 
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
+# Several results at once: lt.assign([(dst, e), ...]); lt.evaluate(e1, e2, ...) is plan/evaluate's
+from lazytensor.plan.simultaneous import assign
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -33,4 +36,5 @@ __all__ = [
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
+    "assign",
 ]
