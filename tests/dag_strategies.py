@@ -166,6 +166,8 @@ class DrawnDag:
     err: object                  # per-element error bound (0.0: compare exactly; inf: don't compare)
     text: str                    # the DAG, spelled out (shared nodes by name)
     raised: list = field(default_factory=list)   # ops NumPy and lazytensor both refused, with the error type
+    nodes: list = field(default_factory=list)    # every node built on the way, each a DrawnDag (the root last):
+                                                 # several expressions over shared leaves and subexpressions
 
     @property
     def dtype(self):
@@ -555,7 +557,8 @@ def dags(draw, device="cpu", dtypes=DTYPES, shapes=SHAPES, max_leaves=4, max_ops
         node = build("absolute" if pool[0].dtype != BOOL else "invert", [pool[0]], "function")
         built.append(node)
     root = built[-1]
-    return DrawnDag(root.lt, root.np, root.err, root.text, raised)
+    return DrawnDag(root.lt, root.np, root.err, root.text, raised,
+                    [DrawnDag(n.lt, n.np, n.err, n.text) for n in built])
 
 
 # ---------------------------------------------------------------------------------------------------
