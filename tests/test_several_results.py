@@ -119,6 +119,7 @@ def test_a_shared_reduction_runs_once():
     with lt.profile() as p:
         x, y = lt.evaluate(a - s, b * s)
     assert _kinds(p) == ["reduction", "elementwise"]
+    assert "shared by results 0 and 1: runs once" in lt.explain([a - s, b * s], source=False)
     sn = (an.astype(np.float64) * bn).sum().astype(np.float32)
     np.testing.assert_allclose(x.numpy(), an - sn, rtol=1e-5)
     np.testing.assert_allclose(y.numpy(), bn * sn, rtol=1e-5)

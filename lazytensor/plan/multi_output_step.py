@@ -25,7 +25,7 @@ class MultiOutputElementwise(FusedElementwise):
 
     def describe(self, source: bool = True) -> str:
         writes = ", ".join(f"{output_name(k)} = {label}" for k, label in enumerate(self.labels))
-        head = (f"FusedElementwise with {len(self.outs)} outputs on {self.backend.name}: "
+        head = (f"FusedElementwise with {len(self.outs)} output{'s' if len(self.outs) > 1 else ''} on {self.backend.name}: "
                 f"{len(self.program.instrs)} values ({self.shared} shared by several outputs, computed once), "
                 f"{len(self.reads)} array inputs, {len(self.scalars)} scalar arguments, "
                 f"{self.out.size} elements of shape {self.out.shape}\n  writes {writes}")

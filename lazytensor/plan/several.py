@@ -37,7 +37,13 @@ def plan_several(pairs, backend) -> list:
     check_disjoint(outs)
     steps: list = []
     cut = cutter(steps, backend)
-    roots = [cut(node) for _, node in pairs]          # one memo: a shared heavy node runs once
+    for node, users in _shared_heavy_nodes([node for _, node in pairs]):
+        first = len(steps)
+        cut(node)                                     # one memo: a shared heavy node runs once
+        for step in steps[first:]:
+            if hasattr(step, "note"):
+                step.note = "; ".join(filter(None, [step.note, f"shared by results {_listed(users)}: runs once"]))
+    roots = [cut(node) for _, node in pairs]
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
     for i, out in enumerate(outs):
@@ -66,6 +72,34 @@ def plan_several(pairs, backend) -> list:
         kernels.append(MultiOutputElementwise(backend, program, targets, inputs, scalars, labels,
                                               _shared_values(program), note))
     return steps + kernels + copies + cut.deferred
+
+
+def _shared_heavy_nodes(roots) -> list:
+    """[(node, indices of the roots that use it)] for the heavy nodes below two or more roots,
+    operands before their users (only heavy nodes are walked: the flag marks the way to them)."""
+    users: dict = {}
+    order: list = []
+    for k, root in enumerate(roots):
+        seen = set()
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if not node.heavy or id(node) in seen and not done:
+                continue
+            if done:
+                if id(node) not in users:
+                    users[id(node)] = []
+                    order.append(node)
+                users[id(node)].append(k)
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args)
+    return [(node, users[id(node)]) for node in order if len(users[id(node)]) > 1]
+
+
+def _listed(indices) -> str:
+    return ", ".join(str(i) for i in indices[:-1]) + f" and {indices[-1]}"
 
 
 def _needs_temporary(out, inputs, other_inputs):
