@@ -257,3 +257,51 @@ def test_bad_pairs_name_their_position():
         lt.assign([(a, a + 1), (lt.zeros(3), b)])
     with pytest.raises(TypeError, match="pair 1: cannot assign float32 to int32"):
         lt.assign([(a, a + 1), (lt.zeros(4, np.int32), b)])
+
+
+# -- whole-plan patterns (the fused CBR path) --------------------------------------------------------
+
+def _cbr(x, w, c, saved):
+    gamma, beta = lt.asarray(np.linspace(0.5, 1.5, c, dtype=np.float32)), lt.asarray(np.zeros(c, np.float32))
+    rm, rv = lt.zeros((c,)), lt.ones((c,))
+    y = lt.relu(lt.batch_norm(lt.conv2d(x, w, stride=1, padding=1), gamma, beta, rm, rv, training=True,
+                              momentum=0.1, eps=1e-5, saved=saved))
+    return y, rm, rv
+
+
+def test_a_cbr_result_takes_the_fused_path_beside_other_results():
+    """relu(batch_norm(conv2d)) in training among several results is planned by its pattern (the
+    ReLU mask is written), exactly as it is alone; the other result reads x, which it leaves alone."""
+    rng = np.random.default_rng(19)
+    xn = rng.standard_normal((2, 5, 5, 3)).astype(np.float32)
+    wn = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    x, w = lt.asarray(xn), lt.asarray(wn)
+    alone_saved = lt.BatchNormSaved()
+    alone, rm_alone, rv_alone = _cbr(x, w, 4, alone_saved)
+    alone = lt.evaluate(alone)
+    saved = lt.BatchNormSaved()
+    y, rm, rv = _cbr(x, w, 4, saved)
+    text = lt.explain([y, x * 2], source=False)
+    assert "result 0: cbr training: apply + relu + mask in one kernel" in text
+    got, doubled = lt.evaluate(y, x * 2)
+    np.testing.assert_array_equal(got.numpy(), alone.numpy())
+    np.testing.assert_array_equal(saved.relu_mask.numpy(), alone_saved.relu_mask.numpy())
+    np.testing.assert_array_equal(rm.numpy(), rm_alone.numpy())
+    np.testing.assert_array_equal(rv.numpy(), rv_alone.numpy())
+    np.testing.assert_array_equal(doubled.numpy(), xn * 2)
+
+
+def test_a_cbr_result_whose_destination_another_result_reads_goes_through_a_temporary():
+    rng = np.random.default_rng(20)
+    xn = rng.standard_normal((2, 4, 4, 4)).astype(np.float32)
+    wn = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)
+    x, w = lt.asarray(xn.copy()), lt.asarray(wn)
+    ref, _, _ = _cbr(lt.asarray(xn.copy()), w, 4, lt.BatchNormSaved())
+    ref = lt.evaluate(ref).numpy()
+    y, _, _ = _cbr(x, w, 4, lt.BatchNormSaved())
+    out = lt.zeros(xn.shape)
+    pairs = [(x, y), (out, x + 1)]               # x is overwritten by the CBR result and read by x + 1
+    assert "into a temporary (another result reads its destination)" in lt.explain(pairs, source=False)
+    lt.assign(pairs)
+    np.testing.assert_array_equal(x.numpy(), ref)
+    np.testing.assert_array_equal(out.numpy(), xn + 1)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from lazytensor.core.memory import may_overlap
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
-from lazytensor.plan.planner import aliased, copy_step, cutter
+from lazytensor.core import tensor as _tensor
+from lazytensor.plan.planner import PATTERNS, aliased, copy_step, cutter
 
 
 def check_disjoint(outs) -> None:
@@ -35,19 +36,21 @@ def plan_several(pairs, backend) -> list:
     checked for shape, dtype and device, all on `backend`) as one simultaneous assignment."""
     outs = [out for out, _ in pairs]
     check_disjoint(outs)
+    shared = _shared_heavy_nodes([node for _, node in pairs])
+    patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
     cut = cutter(steps, backend)
-    for node, users in _shared_heavy_nodes([node for _, node in pairs]):
+    for node, users in shared:
         first = len(steps)
         cut(node)                                     # one memo: a shared heavy node runs once
         for step in steps[first:]:
-            if hasattr(step, "note"):
-                step.note = "; ".join(filter(None, [step.note, f"shared by results {_listed(users)}: runs once"]))
-    roots = [cut(node) for _, node in pairs]
+            _add_note(step, f"shared by results {_listed(users)}: runs once")
+    roots = [None if out is None else cut(node) for out, node in pairs]
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
-    for i, out in enumerate(outs):
-        groups.setdefault(tuple(out.shape), []).append(i)
+    for i, (out, _) in enumerate(pairs):
+        if out is not None:                           # None: planned by a whole-plan pattern
+            groups.setdefault(tuple(out.shape), []).append(i)
     lowered = {shape: lower_many([roots[i] for i in members], [outs[i].dtype for i in members])
                for shape, members in groups.items()}
 
@@ -71,7 +74,72 @@ def plan_several(pairs, backend) -> list:
                                            f"one kernel per shape")
         kernels.append(MultiOutputElementwise(backend, program, targets, inputs, scalars, labels,
                                               _shared_values(program), note))
-    return steps + kernels + copies + cut.deferred
+    return patterned.before + steps + kernels + copies + patterned.after + cut.deferred
+
+
+class _Patterned:
+    """Steps of results planned by a whole-plan pattern (the fused CBR paths): they run first, as
+    every step that only reads; `after` copies those written to a temporary into place."""
+    def __init__(self):
+        self.before, self.after = [], []
+
+
+def _whole_plan_patterns(pairs, backend, shared):
+    """Results whose root matches one of the planner's PATTERNS are planned by it, as `dst[...] = e`
+    would be, unless a heavy node below them is shared with another result (planned once, by the
+    common cutter). Such a result is written straight to its destination when no other expression
+    reads that memory, else to a temporary copied after every kernel ran.
+    -> (_Patterned, pairs with the patterned results' destinations replaced by None)."""
+    patterned = _Patterned()
+    if not PATTERNS:
+        return patterned, pairs
+    in_shared = {id(node) for node, _ in shared}
+    result = list(pairs)
+    for i, (out, node) in enumerate(pairs):
+        if not node.heavy or any(id(n) in in_shared for n in _heavy_nodes(node)):
+            continue
+        others = [a for j, (_, other) in enumerate(pairs) if j != i for a in _arrays_read(other)]
+        read = any(may_overlap(a, out) for a in others)
+        target = backend.empty(out.shape, out.dtype) if read else out
+        for name, match in PATTERNS:
+            found = match(node, target, backend)
+            if found is not None:
+                break
+        else:
+            continue
+        _add_note(found[0], f"result {i}: {name}" + (" into a temporary (another result reads its destination)"
+                                                     if read else ""))
+        if read:
+            patterned.after.append(copy_step(backend, target, out, f"copy the temporary into result {i}"))
+        patterned.before += found
+        result[i] = (None, node)
+    return patterned, result
+
+
+def _heavy_nodes(root):
+    """Every heavy node of `root`'s DAG (the flag marks the way to them)."""
+    seen, stack = {}, [root]
+    while stack:
+        node = stack.pop()
+        if getattr(node, "heavy", False) and id(node) not in seen:
+            seen[id(node)] = node
+            stack.extend(node.args)
+    return list(seen.values())
+
+
+def _arrays_read(root) -> list:
+    """The arrays of every tensor `root` reads, below heavy nodes too."""
+    arrays, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, _tensor.Tensor):
+            arrays.append(node.data)
+        else:
+            stack.extend(getattr(node, "args", ()))
+    return arrays
 
 
 def _shared_heavy_nodes(roots) -> list:
@@ -96,6 +164,11 @@ def _shared_heavy_nodes(roots) -> list:
             stack.append((node, True))
             stack.extend((a, False) for a in node.args)
     return [(node, users[id(node)]) for node in order if len(users[id(node)]) > 1]
+
+
+def _add_note(step, text: str) -> None:
+    if hasattr(step, "note"):         # every step that describes itself has one
+        step.note = "; ".join(filter(None, [step.note, text]))
 
 
 def _listed(indices) -> str:
