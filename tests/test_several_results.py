@@ -305,3 +305,13 @@ def test_a_cbr_result_whose_destination_another_result_reads_goes_through_a_temp
     lt.assign(pairs)
     np.testing.assert_array_equal(x.numpy(), ref)
     np.testing.assert_array_equal(out.numpy(), xn + 1)
+
+
+def test_a_node_built_twice_from_the_same_operands_is_computed_once():
+    an, bn = _f32(9, seed=21), _f32(9, seed=22)
+    a, b = lt.asarray(an), lt.asarray(bn)
+    exprs = [lt.exp(a * b) + 1, lt.exp(a * b) * 2]      # two separate a * b and exp(...) nodes
+    assert "(2 shared by several outputs, computed once)" in lt.explain(exprs, source=False)
+    x, y = lt.evaluate(*exprs)
+    np.testing.assert_allclose(x.numpy(), np.exp(an * bn) + 1, rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), np.exp(an * bn) * 2, rtol=1e-6)
