@@ -15,7 +15,7 @@ All reads happen before any write (simultaneous assignment), so `[(a, b), (b, a)
 """
 from __future__ import annotations
 
-from lazytensor.core.memory import may_overlap
+from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
 from lazytensor.core import tensor as _tensor
@@ -24,9 +24,10 @@ from lazytensor.plan.planner import PATTERNS, aliased, copy_step, cutter
 
 def check_disjoint(outs) -> None:
     """Two destinations sharing memory would be written in no defined order: an error."""
+    owners = [owner(a) for a in outs]
     for i, a in enumerate(outs):
         for j in range(i):
-            if a.size and outs[j].size and may_overlap(a, outs[j]):
+            if owners[i] is owners[j] and a.size and outs[j].size and may_overlap(a, outs[j]):
                 raise ValueError(f"destinations {j} and {i} share memory: several results written at once need "
                                  f"distinct destinations (assign one after the other, or evaluate into new tensors)")
 
@@ -72,8 +73,7 @@ def plan_several(pairs, backend) -> list:
             copies.append(copy_step(backend, tmp, out, f"copy the temporary into result {i}"))
         note = "" if len(groups) == 1 else (f"iteration space {shape}: {len(groups)} shapes among the results, "
                                            f"one kernel per shape")
-        kernels.append(MultiOutputElementwise(backend, program, targets, inputs, scalars, labels,
-                                              _shared_values(program), note))
+        kernels.append(MultiOutputElementwise(backend, program, targets, inputs, scalars, labels, note))
     return patterned.before + steps + kernels + copies + patterned.after + cut.deferred
 
 
@@ -178,30 +178,10 @@ def _listed(indices) -> str:
 def _needs_temporary(out, inputs, other_inputs):
     if aliased(out, inputs):
         return "its kernel reads it through another index map"
+    own = owner(out)
     for a in other_inputs:
-        if may_overlap(a, out):
+        if owner(a) is own and may_overlap(a, out):
             return "a kernel for results of another shape reads it"
     return None
-
-
-def _shared_values(program) -> int:
-    """How many computed values (not loads or scalars) two or more outputs depend on."""
-    stores = program.stores()
-    if len(stores) < 2:
-        return 0
-    users = [0] * len(program.instrs)
-    for vid, _ in dict.fromkeys(stores):
-        seen = set()
-        stack = [vid]
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            users[v] += 1
-            op, _, *args = program.instrs[v]
-            if op not in ("load", "scalar"):
-                stack.extend(args)
-    return sum(1 for v, n in enumerate(users) if n > 1 and program.instrs[v][0] not in ("load", "scalar"))
 
 

@@ -5,8 +5,6 @@ several results goes through `_write`, the one place a "before a tensor is writt
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from lazytensor.core import dtypes as _dt
 from lazytensor.core.operand import Operand
 from lazytensor.core.shapes import check_assignable
@@ -18,7 +16,7 @@ from lazytensor.plan.several import plan_several
 def checked_pairs(pairs, what: str = "assign") -> list:
     """[(destination Tensor, expression node)] from what a user passed, each pair checked as
     `dst[...] = e` checks it (device, shape, casting), with the pair's position in the error."""
-    if isinstance(pairs, (Operand, str, bytes)) or not isinstance(pairs, Iterable):
+    if isinstance(pairs, (Operand, str, bytes)) or not hasattr(pairs, "__iter__"):
         raise TypeError(f"lt.{what} takes a list of (destination, expression) pairs, "
                         f"got {type(pairs).__name__}")
     result = []
