@@ -191,16 +191,25 @@ def test_a_destination_read_through_another_index_map_goes_through_a_temporary()
     np.testing.assert_array_equal(x.numpy(), np.stack([xn[1, ::-1], xn[0] + 1]))
 
 
-def test_a_destination_read_by_a_kernel_of_another_shape_goes_through_a_temporary():
-    """b is written by the (4,)-shaped kernel and read by the (3, 4)-shaped one: whichever runs
-    first, the other must see b's old values."""
+def test_kernels_of_other_shapes_run_readers_first_or_through_a_temporary():
+    """b is written by the (4,)-shaped kernel and read by the (3, 4)-shaped one: that one runs first,
+    no temporary. When each kernel reads what the other writes (a cycle), one result goes through a
+    temporary."""
     an, bn = _f32(3, 4, seed=12), _f32(4, seed=13)
     a, b = lt.asarray(an.copy()), lt.asarray(bn.copy())
-    pairs = [(a, a + b), (b, b * 2)]
-    assert "a kernel for results of another shape reads it" in lt.explain(pairs, source=False)
+    pairs = [(b, b * 2), (a, a + b)]
+    text = lt.explain(pairs, source=False)
+    assert "temporary" not in text and text.index("writes out = result 1") < text.index("writes out = result 0")
     lt.assign(pairs)
     np.testing.assert_array_equal(a.numpy(), an + bn)
     np.testing.assert_array_equal(b.numpy(), bn * 2)
+
+    a, b = lt.asarray(an.copy()), lt.asarray(bn.copy())
+    pairs = [(a, a + b), (b, b * a[0])]
+    assert "a kernel for results of another shape, run after it, reads it" in lt.explain(pairs, source=False)
+    lt.assign(pairs)
+    np.testing.assert_array_equal(a.numpy(), an + bn)
+    np.testing.assert_array_equal(b.numpy(), bn * an[0])
 
 
 def test_in_place_at_the_same_index_needs_no_temporary():
@@ -315,3 +324,22 @@ def test_a_node_built_twice_from_the_same_operands_is_computed_once():
     x, y = lt.evaluate(*exprs)
     np.testing.assert_allclose(x.numpy(), np.exp(an * bn) + 1, rtol=1e-6)
     np.testing.assert_allclose(y.numpy(), np.exp(an * bn) * 2, rtol=1e-6)
+
+
+def test_a_reduction_result_writes_its_destination_itself():
+    """lt.evaluate(x.sum(axis=0), x * 2): the reduction writes its new tensor directly, no copy."""
+    xn = _f32(50, 6, seed=23)
+    x = lt.asarray(xn.copy())
+    with lt.profile() as p:
+        s, d = lt.evaluate(x.sum(axis=0), x * 2)
+    assert _kinds(p) == ["reduction", "elementwise"]
+    np.testing.assert_allclose(s.numpy(), xn.sum(axis=0, dtype=np.float64).astype(np.float32), rtol=1e-6)
+    np.testing.assert_array_equal(d.numpy(), xn * 2)
+    # a destination another result reads is not written early: the sum goes to a temporary, copied
+    # into y after the kernel that reads y
+    y = lt.asarray(xn[0].copy())
+    with lt.profile() as p:
+        lt.assign([(y, x.sum(axis=0)), (x, x + y)])
+    assert _kinds(p) == ["reduction", "elementwise", "elementwise"]
+    np.testing.assert_allclose(y.numpy(), xn.sum(axis=0, dtype=np.float64).astype(np.float32), rtol=1e-6)
+    np.testing.assert_array_equal(x.numpy(), xn + xn[0])

@@ -8,10 +8,14 @@ All reads happen before any write (simultaneous assignment), so `[(a, b), (b, a)
    each group is ONE kernel with an output per destination, in which a value several outputs use
    is computed once per element. Groups of different shapes are different kernels.
 3. A kernel loads every operand of an element before it stores any output of that element, so an
-   output may overwrite a tensor read at the same index (in-place stays one kernel). A destination
-   that its own kernel reads through another index map (an overlapping view), or that another
-   kernel reads at all, is written to a temporary instead and copied into place after every
-   kernel ran.
+   output may overwrite a tensor read at the same index (in-place stays one kernel). Kernels run
+   readers first: one runs before any kernel that writes what it reads. A destination that its own
+   kernel reads through another index map (an overlapping view), or that a kernel running after it
+   reads (kernels reading each other's destinations), is written to a temporary instead and copied
+   into place after every kernel ran.
+4. Results whose root is a whole-plan pattern (fused CBR) or a heavy node that writes its
+   destination itself (a reduction) are planned as `dst[...] = e` plans them, where nothing else
+   reads that destination.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
 from lazytensor.core import tensor as _tensor
-from lazytensor.plan.planner import PATTERNS, aliased, copy_step, cutter
+from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter
 
 
 def check_disjoint(outs) -> None:
@@ -46,6 +50,7 @@ def plan_several(pairs, backend) -> list:
         cut(node)                                     # one memo: a shared heavy node runs once
         for step in steps[first:]:
             _add_note(step, f"shared by results {_listed(users)}: runs once")
+    pairs = _root_writers(pairs, backend, cut, steps, {id(node) for node, _ in shared})
     roots = [None if out is None else cut(node) for out, node in pairs]
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
@@ -56,9 +61,10 @@ def plan_several(pairs, backend) -> list:
                for shape, members in groups.items()}
 
     kernels, copies = [], []
-    for shape, members in groups.items():
+    for shape, later in _kernel_order(groups, lowered, outs):
+        members = groups[shape]
         program, inputs, scalars = lowered[shape]
-        others = [a for other, (_, ins, _) in lowered.items() if other != shape for a in ins]
+        others = [a for other in later for a in lowered[other][1]]
         targets, labels = [], []
         for i in members:
             out = outs[i]
@@ -72,9 +78,29 @@ def plan_several(pairs, backend) -> list:
             labels.append(f"a temporary for result {i} ({why})")
             copies.append(copy_step(backend, tmp, out, f"copy the temporary into result {i}"))
         note = "" if len(groups) == 1 else (f"iteration space {shape}: {len(groups)} shapes among the results, "
-                                           f"one kernel per shape")
+                                           f"one kernel per shape, each run before those writing what it reads")
         kernels.append(MultiOutputElementwise(backend, program, targets, inputs, scalars, labels, note))
     return patterned.before + steps + kernels + copies + patterned.after + cut.deferred
+
+
+def _kernel_order(groups, lowered, outs) -> list:
+    """[(shape, the shapes whose kernels run after it and still read its destinations)]: a kernel
+    runs only when no kernel still to run reads what it writes, so that cross-shape reads need no
+    temporary. Kernels reading each other's destinations (a cycle) run last, in their first order,
+    and their `later` readers make those destinations temporaries."""
+    def reads(reader, writer) -> bool:
+        ins = lowered[reader][1]
+        return any(owner(a) is owner(outs[i]) and may_overlap(a, outs[i]) for i in groups[writer] for a in ins)
+
+    remaining = list(groups)
+    order = []
+    while remaining:
+        ready = next((g for g in remaining if not any(h != g and reads(h, g) for h in remaining)), None)
+        if ready is None:
+            break
+        order.append((ready, []))
+        remaining.remove(ready)
+    return order + [(g, [h for h in remaining if h != g]) for g in remaining]
 
 
 class _Patterned:
@@ -114,6 +140,28 @@ def _whole_plan_patterns(pairs, backend, shared):
         patterned.before += found
         result[i] = (None, node)
     return patterned, result
+
+
+def _root_writers(pairs, backend, cut, steps, shared_ids) -> list:
+    """A result whose root is a heavy node that can write its destination itself (a reduction, a
+    convolution: the planner's ROOT_WRITERS) does so, as `dst[...] = x.sum()` does, when nothing
+    else reads that destination and the node is no other result's too; its steps go to `steps`.
+    -> pairs with those results' destinations replaced by None."""
+    result = list(pairs)
+    for i, (out, node) in enumerate(pairs):
+        if (out is None or getattr(node, "op", None) not in ROOT_WRITERS or id(node) in shared_ids
+                or node.dtype != out.dtype or tuple(node.shape) != out.shape):
+            continue
+        if any(may_overlap(a, out) for j, (_, other) in enumerate(pairs) if j != i for a in _arrays_read(other)):
+            continue
+        args = [cut(a) for a in node.args]
+        if aliased(out, [leaf.data for a in args for leaf in a.leaves]):
+            continue
+        new_steps, _ = HEAVY[node.op](node, backend, cut, out)
+        _add_note(new_steps[-1], f"writes result {i}")
+        steps.extend(new_steps)
+        result[i] = (None, node)
+    return result
 
 
 def _heavy_nodes(root):
@@ -181,7 +229,7 @@ def _needs_temporary(out, inputs, other_inputs):
     own = owner(out)
     for a in other_inputs:
         if owner(a) is own and may_overlap(a, out):
-            return "a kernel for results of another shape reads it"
+            return "a kernel for results of another shape, run after it, reads it"
     return None
 
 
