@@ -93,6 +93,8 @@ def _kernel_order(groups, lowered, outs) -> list:
         return any(owner(a) is owner(outs[i]) and may_overlap(a, outs[i]) for i in groups[writer] for a in ins)
 
     remaining = list(groups)
+    if len(remaining) == 1:
+        return [(remaining[0], [])]
     order = []
     while remaining:
         ready = next((g for g in remaining if not any(h != g and reads(h, g) for h in remaining)), None)
