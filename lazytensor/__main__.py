@@ -12,7 +12,7 @@ def main(argv=None) -> int:
     demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
     bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
     bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "all"], default="all")
+    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "several", "all"], default="all")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from lazytensor.tools.demo import run_demo

@@ -5,7 +5,10 @@ from __future__ import annotations
 def run_suites(device: str, suite: str, print_fn=print) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
     for name in wanted:
-        if device == "cpu":
+        if name == "several":           # several results at once: one module for both devices
+            from lazytensor.bench.several import run_several_bench
+            run_several_bench(print_fn, device)
+        elif device == "cpu":
             if name == "elementwise":
                 from lazytensor.bench.cpu import run_cpu_bench
                 run_cpu_bench(print_fn)
