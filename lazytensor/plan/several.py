@@ -19,10 +19,10 @@ All reads happen before any write (simultaneous assignment), so `[(a, b), (b, a)
 """
 from __future__ import annotations
 
+from lazytensor.core import tensor as _tensor
 from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
-from lazytensor.core import tensor as _tensor
 from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter
 
 
@@ -55,7 +55,7 @@ def plan_several(pairs, backend) -> list:
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
     for i, (out, _) in enumerate(pairs):
-        if out is not None:                           # None: planned by a whole-plan pattern
+        if out is not None:                           # None: planned already (a pattern, a root writer)
             groups.setdefault(tuple(out.shape), []).append(i)
     lowered = {shape: lower_many([roots[i] for i in members], [outs[i].dtype for i in members])
                for shape, members in groups.items()}
