@@ -12,8 +12,10 @@ Value ids number the instructions. An instruction is a plain tuple, so programs 
 
 A program stores its last value into `out`, or, with `outputs`, several values into several arrays
 of the same shape (the iteration space): out, out1, out2, ... (kernel arguments `out`, the inputs,
-then `out1`, `out2`, ...). Every load of an element happens before any store of that element, so an
-output may overwrite an input read at the same index.
+then `out1`, `out2`, ...). The renderers emit every load of an element before its stores, but a
+compiler may move a load after a store that does not depend on it (numba's parallel loops assume
+the arrays do not overlap): an output may overwrite only inputs its own value reads at the same
+index, and the planner (lazytensor.plan.several) gives any other overlap a temporary.
 """
 from __future__ import annotations
 

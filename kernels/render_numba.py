@@ -106,7 +106,7 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
         loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
         at = f"[{', '.join(idx) if idx else '()'}]"
         targets = [name + at for name in ["out"] + extra]
-    # every value is computed before the first store: an output may overwrite an input it read
+    # stores after every value: an output may overwrite an input its own value reads at this index
     store = [f"{target} = {store_expr(f'v{vid}', dtype)}" for target, (vid, dtype) in zip(targets, stores)]
 
     if program.relu_mask:

@@ -7,8 +7,10 @@ All reads happen before any write (simultaneous assignment), so `[(a, b), (b, a)
 2. The remaining elementwise expressions are grouped by iteration space (the destination's shape):
    each group is ONE kernel with an output per destination, in which a value several outputs use
    is computed once per element. Groups of different shapes are different kernels.
-3. A kernel loads every operand of an element before it stores any output of that element, so an
-   output may overwrite a tensor read at the same index (in-place stays one kernel). Kernels run
+3. An output may overwrite a tensor its own value reads at the same index (in-place stays one
+   kernel: the store depends on the read). A tensor read at the same index only by other outputs'
+   values is a temporary's job (numba's parallel loops assume a kernel's arrays do not overlap, so
+   nothing orders that read before the store). Kernels run
    readers first: one runs before any kernel that writes what it reads. A destination that its own
    kernel reads through another index map (an overlapping view), or that a kernel running after it
    reads (kernels reading each other's destinations), is written to a temporary instead and copied
@@ -66,9 +68,9 @@ def plan_several(pairs, backend) -> list:
         program, inputs, scalars = lowered[shape]
         others = [a for other in later for a in lowered[other][1]]
         targets, labels = [], []
-        for i in members:
+        for k, i in enumerate(members):
             out = outs[i]
-            why = _needs_temporary(out, inputs, others)
+            why = _needs_temporary(out, inputs, others, _loads_of(program, program.stores()[k][0]))
             if why is None:
                 targets.append(out)
                 labels.append(f"result {i}")
@@ -81,6 +83,22 @@ def plan_several(pairs, backend) -> list:
                                            f"one kernel per shape, each run before those writing what it reads")
         kernels.append(MultiOutputElementwise(backend, program, targets, inputs, scalars, labels, note))
     return patterned.before + steps + kernels + copies + patterned.after + cut.deferred
+
+
+def _loads_of(program, vid) -> set:
+    """The input indices value `vid` of `program` is computed from."""
+    loads, seen, stack = set(), set(), [vid]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        op, _, *args = program.instrs[v]
+        if op == "load":
+            loads.add(args[0])
+        elif op != "scalar":
+            stack.extend(args)
+    return loads
 
 
 def _kernel_order(groups, lowered, outs) -> list:
@@ -225,10 +243,17 @@ def _listed(indices) -> str:
     return ", ".join(str(i) for i in indices[:-1]) + f" and {indices[-1]}"
 
 
-def _needs_temporary(out, inputs, other_inputs):
+def _needs_temporary(out, inputs, other_inputs, own_loads):
+    """Why output `out` of a kernel reading `inputs` must go through a temporary, or None.
+    own_loads: the inputs its own value is computed from. An input at the same index that only
+    other outputs use is read in no order with this store: numba's parallel loops assume the
+    arrays of a kernel do not overlap and may store first (measured: a swap then copies one way)."""
     if aliased(out, inputs):
         return "its kernel reads it through another index map"
     own = owner(out)
+    for j, a in enumerate(inputs):
+        if j not in own_loads and owner(a) is own and may_overlap(a, out):
+            return "its kernel reads it for another result only, and may store before that read"
     for a in other_inputs:
         if owner(a) is own and may_overlap(a, out):
             return "a kernel for results of another shape, run after it, reads it"
