@@ -348,3 +348,26 @@ def test_a_reduction_result_writes_its_destination_itself():
     assert _kinds(p) == ["reduction", "elementwise", "elementwise"]
     np.testing.assert_allclose(y.numpy(), xn.sum(axis=0, dtype=np.float64).astype(np.float32), rtol=1e-6)
     np.testing.assert_array_equal(x.numpy(), xn + xn[0])
+
+
+TEMPLATES = [lambda x, y: x, lambda x, y: x + y, lambda x, y: x * 2 - y, lambda x, y: lt.maximum(x, y) * x]
+NP_TEMPLATES = [lambda x, y: x, lambda x, y: x + y, lambda x, y: x * np.float32(2) - y,
+                lambda x, y: np.maximum(x, y) * x]
+
+
+@DAG_SETTINGS
+@given(st.permutations([0, 1, 2]), st.integers(2, 3),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 2)), min_size=3, max_size=3))
+def test_in_place_results_over_shared_tensors_parallel_kernels(dest_order, count, forms):
+    """Destinations that are the very tensors the expressions read, at the same index, with arrays
+    large enough for numba's parallel loop: NumPy with every right side computed first is the oracle."""
+    n = (1 << 16) + 7
+    pool_np = [_f32(n, seed=30 + k) for k in range(3)]
+    pool = [lt.asarray(x.copy()) for x in pool_np]
+    pairs, expected = [], [x.copy() for x in pool_np]
+    for d, (form, i, j) in zip(dest_order[:count], forms):
+        pairs.append((pool[d], TEMPLATES[form](pool[i], pool[j])))
+        expected[d] = NP_TEMPLATES[form](pool_np[i], pool_np[j])
+    lt.assign(pairs)
+    for k in range(3):
+        np.testing.assert_array_equal(pool[k].numpy(), expected[k])
