@@ -112,7 +112,7 @@ class CpuBackend:
             tmp = folder / f".{name}.{id(source)}.tmp"
             tmp.write_text(source)
             tmp.replace(path)
-        f16 = _F16 in program.input_dtypes() or program.out_dtype == _F16
+        f16 = _F16 in program.input_dtypes() or any(dtype == _F16 for _, dtype in program.stores())
         return CpuKernel(name, source, _import(name, path), path, f16)
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):

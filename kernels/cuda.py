@@ -279,7 +279,7 @@ def describe_geometry(geometry: LaunchGeometry) -> str:
     else:
         parts.append("scalar loads and stores" + (f" ({'; '.join(geometry.notes)})" if geometry.notes else ""))
     parts.append("64-bit indexing" if layout.index64 else "32-bit indexing")
-    names = ["out"] + [f"in{k}" for k in range(len(layout.access) - 1)]
+    names = geometry.names or ["out"] + [f"in{k}" for k in range(len(layout.access) - 1)]
     access = ", ".join(f"{name} {'contiguous' if acc == CONTIGUOUS else 'element strides ' + str(st)}"
                        for name, acc, st in zip(names, layout.access, geometry.strides))
     parts.append(f"collapsed shape {geometry.extents}: {access}")

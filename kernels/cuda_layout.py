@@ -27,6 +27,8 @@ from math import gcd
 
 import numpy as np
 
+from .program import output_name
+
 CONTIGUOUS = "contiguous"
 RUNTIME = "s"                # a stride passed as a kernel argument
 BLOCK = 256                  # threads per block
@@ -94,6 +96,7 @@ class LaunchGeometry:
     block: int
     strides: tuple = ()    # per operand, its element strides over the collapsed shape
     notes: tuple = ()      # why the kernel is scalar, when it is
+    names: tuple = ()      # the operands' names, in layout order (explain)
 
     def config(self) -> str:
         return f"grid=({self.grid},), block=({self.block},)"
@@ -150,14 +153,16 @@ def vector_width(itemsizes: list) -> int:
     return width
 
 
-def _vector_plan(extents, strides, access, itemsizes, addresses, names, relu_mask=False) -> tuple:
-    """-> (vector width, notes): the width, or 1 and the reasons it is 1."""
+def _vector_plan(extents, strides, access, itemsizes, addresses, names, relu_mask=False, first_output=None) -> tuple:
+    """-> (vector width, notes): the width, or 1 and the reasons it is 1. Operands from
+    `first_output` on are further outputs (a program with several), written like `out`."""
     notes = []
     vector_read = []
+    first_output = len(access) if first_output is None else first_output
     for k, acc in enumerate(access):
         if acc == CONTIGUOUS or acc[-1] == 1:
             vector_read.append(k)
-        elif acc[-1] != 0 or k == 0:
+        elif acc[-1] != 0 or k == 0 or k >= first_output:
             notes.append(f"{names[k]} is strided in its innermost dimension")
     if notes:
         return 1, tuple(notes)
@@ -183,9 +188,9 @@ def _grid(work: int) -> int:
     return max(1, min(-(-work // BLOCK), MAX_GRID))
 
 
-def _row_loop_grid(extents, access, vector, relu_mask) -> int:
+def _row_loop_grid(extents, access, vector, relu_mask, several_outputs=False) -> int:
     """The grid of the row loop, or 0 where the layout does not qualify (the flat step runs)."""
-    if (len(extents) != 2 or vector == 1 or access[0] != CONTIGUOUS
+    if (len(extents) != 2 or vector == 1 or access[0] != CONTIGUOUS or several_outputs
             or any(acc != CONTIGUOUS and acc[0] != 0 for acc in access[1:])
             or relu_mask and vector != MASK_GROUP):      # a mask byte per vector step
         return 0
@@ -201,8 +206,9 @@ def _row_loop_grid(extents, access, vector, relu_mask) -> int:
 
 def plan_launch(program, out_shape: tuple, out_strides: tuple, out_address: int, inputs) -> LaunchGeometry:
     """The layout and launch geometry of `program` writing an array of `out_shape`/`out_strides`
-    (bytes) at `out_address`, reading `inputs`: a sequence of (shape, strides in bytes, address)."""
-    itemsizes = [program.out_dtype.itemsize] + [np.dtype(d).itemsize for d in program.input_dtypes()]
+    (bytes) at `out_address`, reading `inputs`: a sequence of (shape, strides in bytes, address).
+    A program with several outputs takes out1, out2, ... after its inputs, in `inputs`."""
+    itemsizes = [program.out_dtype.itemsize] + [np.dtype(d).itemsize for d in program.operand_dtypes()]
     n = 1
     for e in out_shape:
         n *= e
@@ -211,9 +217,11 @@ def plan_launch(program, out_shape: tuple, out_strides: tuple, out_address: int,
     extents, strides = collapse(tuple(out_shape), strides)
     access = tuple(_classify(extents, s) for s in strides)
     addresses = [out_address] + [a for _, _, a in inputs]
-    names = ["out"] + [f"in{k}" for k in range(len(inputs))]
-    vector, notes = _vector_plan(extents, strides, access, itemsizes, addresses, names, program.relu_mask)
-    grid = _row_loop_grid(extents, access, vector, program.relu_mask)
+    names = operand_names(program)
+    several = len(program.outputs) > 1
+    vector, notes = _vector_plan(extents, strides, access, itemsizes, addresses, names, program.relu_mask,
+                                 1 + program.n_inputs)
+    grid = _row_loop_grid(extents, access, vector, program.relu_mask, several)
     rows = ROW_UNROLL if grid else 0
     grid = grid or _grid(n // vector if vector > 1 else n)
     reach = max(sum(abs(s) * (e - 1) for s, e in zip(st, extents)) for st in strides) + vector
@@ -221,11 +229,17 @@ def plan_launch(program, out_shape: tuple, out_strides: tuple, out_address: int,
     index64 = n + grid * BLOCK * vector * max(rows, 1) > _INT32_MAX or reach > _INT32_MAX
     layout = CudaLayout(len(extents), access, vector, index64, rows)
     args = [n] + [extents[d] for d in layout.extent_dims()] + [strides[k][d] for k, d in layout.stride_args()]
-    return LaunchGeometry(layout, n, extents, tuple(args), grid, BLOCK, tuple(strides), notes)
+    return LaunchGeometry(layout, n, extents, tuple(args), grid, BLOCK, tuple(strides), notes, tuple(names))
 
 
 def flat_geometry(program, n: int, addresses: list) -> LaunchGeometry:
     """The geometry of the common case, every operand C-contiguous with the destination's shape:
     one dimension of n elements. `addresses`: destination first, then the inputs."""
     return plan_launch(program, (n,), (program.out_dtype.itemsize,), addresses[0],
-                       [((n,), (np.dtype(d).itemsize,), a) for d, a in zip(program.input_dtypes(), addresses[1:])])
+                       [((n,), (np.dtype(d).itemsize,), a) for d, a in zip(program.operand_dtypes(), addresses[1:])])
+
+
+def operand_names(program) -> list:
+    """The kernel's array arguments in layout order: out, in0, in1, ..., then out1, out2, ..."""
+    return (["out"] + [f"in{k}" for k in range(program.n_inputs)]
+            + [output_name(k) for k in range(1, len(program.outputs))])

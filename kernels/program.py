@@ -9,6 +9,13 @@ Value ids number the instructions. An instruction is a plain tuple, so programs 
     ("scalar", dtype, scalar_index)   a scalar kernel argument, converted to dtype
     ("astype", dtype, value)          convert a value to dtype (NumPy's casting)
     (op_name, dtype, value, ...)      an op of kernels.ops.OPS; operands already in its loop dtypes
+
+A program stores its last value into `out`, or, with `outputs`, several values into several arrays
+of the same shape (the iteration space): out, out1, out2, ... (kernel arguments `out`, the inputs,
+then `out1`, `out2`, ...). The renderers emit every load of an element before its stores, but a
+compiler may move a load after a store that does not depend on it (numba's parallel loops assume
+the arrays do not overlap): an output may overwrite only inputs its own value reads at the same
+index, and the planner (lazytensor.plan.several) gives any other overlap a temporary.
 """
 from __future__ import annotations
 
@@ -27,10 +34,16 @@ class ElementwiseProgram:
     out_dtype: np.dtype    # the destination's dtype: the result is converted to it on store
     relu_mask: bool = False  # also write the bits (result > 0), 8 per byte, low bit first, to a
                              # second output: the ReLU mask a backward pass needs (flat layout only)
+    outputs: tuple = ()      # several results: (value id, dtype) per output array, out first;
+                             # empty for the usual one result, the last value, stored as out_dtype
 
     @property
     def result(self) -> int:
-        return len(self.instrs) - 1
+        return self.outputs[0][0] if self.outputs else len(self.instrs) - 1
+
+    def stores(self) -> tuple:
+        """(value id, dtype) of each output array, `out` first."""
+        return self.outputs or ((len(self.instrs) - 1, self.out_dtype),)
 
     def input_dtypes(self) -> list:
         dtypes = [None] * self.n_inputs
@@ -39,17 +52,31 @@ class ElementwiseProgram:
                 dtypes[ins[2]] = ins[1]
         return dtypes
 
+    def operand_dtypes(self) -> list:
+        """The dtypes of the array arguments after `out`: the inputs, then out1, out2, ... (the
+        launchers index the extra outputs like inputs of the destination's shape)."""
+        return self.input_dtypes() + [dtype for _, dtype in self.outputs[1:]]
+
 
 _programs: dict = {}
 
 
-def program_for(instrs: tuple, n_inputs: int, scalar_dtypes: tuple, out_dtype, relu_mask=False) -> ElementwiseProgram:
-    key = (instrs, n_inputs, scalar_dtypes, out_dtype, relu_mask)
+def program_for(instrs: tuple, n_inputs: int, scalar_dtypes: tuple, out_dtype, relu_mask=False,
+                outputs: tuple = ()) -> ElementwiseProgram:
+    key = (instrs, n_inputs, scalar_dtypes, out_dtype, relu_mask, outputs)
     program = _programs.get(key)
     if program is None:
+        outputs = tuple((vid, np.dtype(dt)) for vid, dt in outputs)
         program = _programs.setdefault(
-            key, ElementwiseProgram(instrs, n_inputs, scalar_dtypes, np.dtype(out_dtype), relu_mask))
+            key, ElementwiseProgram(instrs, n_inputs, scalar_dtypes, np.dtype(out_dtype), relu_mask, outputs))
     return program
+
+
+def multi_output_program(instrs: tuple, n_inputs: int, scalar_dtypes: tuple, outputs: tuple) -> ElementwiseProgram:
+    """A program storing the values `outputs` ((value id, dtype), ...) into as many arrays."""
+    if len(outputs) == 1 and outputs[0][0] == len(instrs) - 1:
+        return program_for(instrs, n_inputs, scalar_dtypes, outputs[0][1])
+    return program_for(instrs, n_inputs, scalar_dtypes, outputs[0][1], outputs=tuple(outputs))
 
 
 def with_relu_mask(program: ElementwiseProgram) -> ElementwiseProgram:
@@ -91,7 +118,14 @@ def describe(program: ElementwiseProgram) -> str:
         else:
             rhs = f"{op}(" + ", ".join(f"v{a}" for a in args) + ")"
         lines.append(f"v{vid}: {np.dtype(dtype).name} = {rhs}")
+    for k, (vid, dtype) in enumerate(program.outputs):
+        lines.append(f"{output_name(k)}[i] = v{vid} as {np.dtype(dtype).name}")
     return "\n".join(lines)
+
+
+def output_name(k: int) -> str:
+    """The kernel argument of output k: out, out1, out2, ..."""
+    return f"out{k}" if k else "out"
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cuda_layout import BLOCK, CONTIGUOUS, CudaLayout
+from .cuda_layout import BLOCK, CONTIGUOUS, CudaLayout, operand_names
 from .cuda_prelude import prelude
 from .ops import OPS, kind
-from .program import ElementwiseProgram
+from .program import ElementwiseProgram, output_name
 
 _F16 = np.dtype(np.float16)
 _BOOL = np.dtype(bool)
@@ -57,7 +57,8 @@ class CudaSource:
 
 
 def uses_float16(program: ElementwiseProgram) -> bool:
-    return program.out_dtype == _F16 or any(np.dtype(ins[1]) == _F16 for ins in program.instrs)
+    return (any(dtype == _F16 for _, dtype in program.stores())
+            or any(np.dtype(ins[1]) == _F16 for ins in program.instrs))
 
 
 def convert(expr: str, dst: np.dtype, src: np.dtype | None = None) -> str:
@@ -98,14 +99,20 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
     return lines
 
 
-def _stored(program: ElementwiseProgram) -> str:
-    """The result converted to the destination's dtype and storage type."""
-    result_dtype = np.dtype(program.instrs[program.result][1])
-    out = program.out_dtype
-    value = f"v{program.result}"
+def _stored(program: ElementwiseProgram, vid: int | None = None, out: np.dtype | None = None) -> str:
+    """Value `vid` (the result) converted to its destination's dtype (out_dtype) and storage type."""
+    if vid is None:
+        vid, out = program.result, program.out_dtype
+    result_dtype = np.dtype(program.instrs[vid][1])
+    value = f"v{vid}"
     if result_dtype != out:
         value = convert(value, out, result_dtype)
     return f"__float2half_rn({value})" if out == _F16 else value
+
+
+def _extra_outputs(program: ElementwiseProgram) -> list:
+    """(name, value id, dtype) of out1, out2, ...: the further outputs of a program with several."""
+    return [(output_name(k), vid, dtype) for k, (vid, dtype) in enumerate(program.outputs) if k]
 
 
 def _indexing(layout: CudaLayout, names: list, i: str) -> list[str]:
@@ -142,13 +149,15 @@ def _scalar_step(program: ElementwiseProgram, layout: CudaLayout, names: list, d
     lines = _indexing(layout, names, i)
     lines += body_lines(program, lambda k: register_value(f"in{k}[in{k}_o]", dtypes[k + 1]))
     lines.append(f"out[out_o] = {_stored(program)};")
+    lines += [f"{name}[{name}_o] = {_stored(program, vid, dtype)};" for name, vid, dtype in _extra_outputs(program)]
     return lines
 
 
 def _vector_step(program: ElementwiseProgram, layout: CudaLayout, names: list, dtypes: list) -> list[str]:
     v = layout.vector
     lines = _indexing(layout, names, "i")
-    for k, (name, acc) in enumerate(zip(names[1:], layout.access[1:])):
+    inputs = program.n_inputs
+    for k, (name, acc) in enumerate(zip(names[1:1 + inputs], layout.access[1:1 + inputs])):
         st = STORAGE[dtypes[k + 1]]
         if acc == CONTIGUOUS or acc[-1] == 1:
             lines.append(f"__align__(16) {st} {name}_v[{v}];")
@@ -161,13 +170,17 @@ def _vector_step(program: ElementwiseProgram, layout: CudaLayout, names: list, d
         ref = f"in{k}_v[lane]" if acc == CONTIGUOUS or acc[-1] == 1 else f"in{k}_b"
         return register_value(ref, dtypes[k + 1])
 
+    extra = _extra_outputs(program)
     lines.append(f"__align__(16) {STORAGE[dtypes[0]]} out_v[{v}];")
+    lines += [f"__align__(16) {STORAGE[dtype]} {name}_v[{v}];" for name, _, dtype in extra]
     lines.append("#pragma unroll")
     lines.append(f"for (int lane = 0; lane < {v}; ++lane) {{")
     lines += ["    " + line for line in body_lines(program, element_of)]
     lines.append(f"    out_v[lane] = {_stored(program)};")
+    lines += [f"    {name}_v[lane] = {_stored(program, vid, dtype)};" for name, vid, dtype in extra]
     lines.append("}")
     lines.append(f"lt_copy_vector<{v * dtypes[0].itemsize}>(out + out_o, out_v);")
+    lines += [f"lt_copy_vector<{v * dtype.itemsize}>({name} + {name}_o, {name}_v);" for name, _, dtype in extra]
     return lines
 
 
@@ -270,8 +283,8 @@ def _indent(lines: list, depth: int) -> list:
 
 def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
     n_in = program.n_inputs
-    names = ["out"] + [f"in{k}" for k in range(n_in)]
-    dtypes = [program.out_dtype] + [np.dtype(d) for d in program.input_dtypes()]
+    names = operand_names(program)
+    dtypes = [program.out_dtype] + [np.dtype(d) for d in program.operand_dtypes()]
     index_t, uindex_t = ("long long", "unsigned long long") if layout.index64 else ("int", "unsigned int")
     float16 = uses_float16(program)
 
@@ -279,6 +292,7 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
     if program.relu_mask:
         params.append("unsigned char* mask")
     params += [f"const {STORAGE[dtypes[k + 1]]}* in{k}" for k in range(n_in)]
+    params += [f"{STORAGE[dtype]}* {name}" for name, _, dtype in _extra_outputs(program)]
     params += [f"const {EXACT[np.dtype(d)]} s{k}" for k, d in enumerate(program.scalar_dtypes)]
     params.append(f"const {index_t} n")
     params += [f"const {index_t} e{d}" for d in layout.extent_dims()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ops import OPS, kind
-from .program import ElementwiseProgram, Layout
+from .program import ElementwiseProgram, Layout, output_name
 
 _F16 = np.dtype(np.float16)
 _BOOL = np.dtype(bool)
@@ -85,23 +85,29 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
 
 def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
     n_in = program.n_inputs
-    params = ["out"] + [f"in{i}" for i in range(n_in)] + [f"s{i}" for i in range(len(program.scalar_dtypes))]
+    stores = program.stores()
+    extra = [output_name(k) for k in range(1, len(stores))]     # a program with several outputs
+    params = (["out"] + [f"in{i}" for i in range(n_in)] + extra
+              + [f"s{i}" for i in range(len(program.scalar_dtypes))])
     prologue = [f"c{i} = {convert(f's{i}', dt)}" for i, dt in enumerate(program.scalar_dtypes)]
-    store_dtype = program.out_dtype
-    result = store_expr(f"v{program.result}", store_dtype)
+    result = store_expr(f"v{program.result}", program.out_dtype)
 
     if layout.flat:
         prologue += ["o = out.reshape(-1)"] + [f"x{i} = in{i}.reshape(-1)" for i in range(n_in)]
+        prologue += [f"o{k} = {name}.reshape(-1)" for k, name in enumerate(extra, 1)]
         body = body_lines(program, lambda i: f"x{i}[i]")
         loops = [("i", "o.shape[0]")]
-        store = f"o[i] = {result}"
+        targets = ["o[i]"] + [f"o{k}[i]" for k in range(1, len(stores))]
     else:
         nd = layout.ndim
         idx = [f"i{d}" for d in range(nd)]
 
         body = body_lines(program, broadcast_element(layout, idx))
         loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
-        store = f"out[{', '.join(idx) if idx else '()'}] = {result}"
+        at = f"[{', '.join(idx) if idx else '()'}]"
+        targets = [name + at for name in ["out"] + extra]
+    # stores after every value: an output may overwrite an input its own value reads at this index
+    store = [f"{target} = {store_expr(f'v{vid}', dtype)}" for target, (vid, dtype) in zip(targets, stores)]
 
     if program.relu_mask:
         return _render_with_mask(program, layout, params, prologue, body, result)
@@ -118,7 +124,7 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
         if not loops:
             src.append("    if True:")
             depth += 1
-        src += ["    " * depth + line for line in body + [store]]
+        src += ["    " * depth + line for line in body + store]
         src.append("")
     return "\n".join(src)
 

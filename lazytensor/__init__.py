@@ -31,6 +31,8 @@ from lazytensor.ops.matmul import matmul
 from lazytensor.ops.pooling import max_pool2d, avg_pool2d
 from lazytensor.ops.softmax import logsumexp, log_softmax, softmax, cross_entropy
 from lazytensor.plan import matmul_plan as _matmul_plan, pooling_plan as _pooling_plan  # noqa: F401  (register)
+# Several results at once: lt.assign([(dst, e), ...]); lt.evaluate(e1, e2, ...) is plan/evaluate's
+from lazytensor.plan.simultaneous import assign
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
@@ -45,4 +47,5 @@ __all__ = [
     "BatchNormSaved", "CBR",
     "conv2d_backward_data", "conv2d_backward_filter",
     "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
+    "assign",
 ]

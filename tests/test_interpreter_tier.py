@@ -1,7 +1,7 @@
 """The interpreter tier (kernels/interpret.py): a first call runs with NumPy's ufuncs while its
 kernel compiles in the background, and gives what the kernel gives.
 
-Both tiers pass the same random-DAG oracle (dag_strategies: exact for integers, bools and exactly
+Both tiers pass the same random-DAG oracle (lazytensor.testing: exact for integers, bools and exactly
 rounded float ops, within the propagated bound for transcendental functions), and where a value
 is exact the two tiers agree bit for bit.
 """

@@ -13,7 +13,7 @@ import numpy as np
 
 from lazytensor.core.tensor import Tensor, empty, zeros
 from lazytensor.ops.elementwise import sqrt
-from lazytensor.plan.evaluate import evaluate
+from lazytensor.plan.simultaneous import assign
 
 _F32 = np.dtype(np.float32)
 
@@ -58,7 +58,7 @@ class Optimizer:
             new_weights = writes[-1][1]
             if master is not None:
                 writes.append((p, new_weights.astype(p.dtype)))
-            _assign_all(writes)
+            assign(writes)
 
     def _update(self, i: int, w, g) -> list:
         """[(tensor, its new value), ...] for parameter i, the weights last."""
@@ -112,9 +112,3 @@ class AdamW(Optimizer):
         decayed = w * (1.0 - self.lr * self.weight_decay) if self.weight_decay else w
         return [(self.m[i], m), (self.v[i], v), (w, decayed - step_size * (m / denom))]
 
-
-def _assign_all(writes) -> None:
-    """Every value read before any tensor is written."""
-    values = [evaluate(v) for _, v in writes]
-    for (dst, _), v in zip(writes, values):
-        dst[...] = v

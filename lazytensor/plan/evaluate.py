@@ -61,8 +61,12 @@ def _same_memory(a, b) -> bool:
             and type(a) is type(b) and _address(a) == _address(b))
 
 
-def evaluate(expr) -> Tensor:
-    """A new Tensor holding the value of `expr` (a Tensor is returned as it is)."""
+def evaluate(expr, *more):
+    """A new Tensor holding the value of `expr` (a Tensor is returned as it is); with several
+    expressions, a tuple of them, evaluated together (lazytensor.plan.simultaneous)."""
+    if more:
+        from lazytensor.plan.simultaneous import evaluate_all
+        return evaluate_all((expr, *more))
     if isinstance(expr, Tensor):
         return expr
     if not isinstance(expr, Operand):

@@ -9,7 +9,7 @@ object used twice is computed once per element, a tensor read twice is one kerne
 from __future__ import annotations
 
 from lazytensor.core.expr import Const, Expr
-from lazytensor.kernels.program import program_for
+from lazytensor.kernels.program import multi_output_program, program_for
 from lazytensor.core.tensor import Tensor
 
 _programs: dict = {}   # (structure id, out dtype) -> program, for DAGs that are trees over distinct leaves
@@ -28,13 +28,33 @@ def lower(root, out_dtype):
 
 
 def _walk(root, out_dtype):
+    instrs, ids, inputs, scalars, scalar_dtypes = _number([root])
+    program = program_for(tuple(instrs), len(inputs), tuple(scalar_dtypes), out_dtype)
+    return program, inputs, scalars
+
+
+def lower_many(roots, out_dtypes):
+    """-> (program, input arrays, scalar values) for evaluating every expression of `roots` (of one
+    iteration space) into arrays of `out_dtypes`: ONE program with an output per root, in which a
+    node the roots share, or a node built twice from the same operands, is computed once."""
+    instrs, ids, inputs, scalars, scalar_dtypes = _number(roots, merge_equal=True)
+    outputs = tuple((ids[id(r)], dtype) for r, dtype in zip(roots, out_dtypes))
+    return multi_output_program(tuple(instrs), len(inputs), tuple(scalar_dtypes), outputs), inputs, scalars
+
+
+def _number(roots, merge_equal=False):
+    """One walk over the DAG of `roots`, numbering each distinct node once; merge_equal: also two
+    nodes of one op over the same values (`a * b` built twice), as the several results of
+    lt.evaluate(e1, e2) often repeat their common parts. Scalars stay apart: their values are
+    not part of a program's structure."""
+    values = {}         # instruction -> value id, when merge_equal
     instrs = []
     ids = {}            # id(node) -> value id
     inputs = []
     input_ids = {}      # id(tensor) -> input index
     scalars = []
     scalar_dtypes = []
-    stack = [(root, False)]
+    stack = [(root, False) for root in reversed(roots)]
     while stack:
         node, expanded = stack.pop()
         key = id(node)
@@ -52,7 +72,14 @@ def _walk(root, out_dtype):
             scalars.append(node.value)
             scalar_dtypes.append(node.dtype)
         elif expanded:
-            instrs.append((node.op, node.dtype, *[ids[id(a)] for a in node.args]))
+            ins = (node.op, node.dtype, *[ids[id(a)] for a in node.args])
+            if merge_equal:
+                vid = values.get(ins)
+                if vid is not None:
+                    ids[key] = vid
+                    continue
+                values[ins] = len(instrs)
+            instrs.append(ins)
         else:
             stack.append((node, True))
             for a in reversed(node.args):
@@ -60,5 +87,4 @@ def _walk(root, out_dtype):
                     stack.append((a, False))
             continue
         ids[key] = len(instrs) - 1
-    program = program_for(tuple(instrs), len(inputs), tuple(scalar_dtypes), out_dtype)
-    return program, inputs, scalars
+    return instrs, ids, inputs, scalars, scalar_dtypes

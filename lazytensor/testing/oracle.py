@@ -103,6 +103,8 @@ class DrawnDag:
     err: object                  # per-element error bound (0.0: compare exactly; inf: don't compare)
     text: str                    # the DAG, spelled out (shared nodes by name)
     raised: list = field(default_factory=list)   # ops NumPy and lazytensor both refused, with the error type
+    nodes: list = field(default_factory=list)    # every node built on the way, each a DrawnDag (the root last):
+                                                 # several expressions over shared leaves and subexpressions
 
     @property
     def dtype(self):

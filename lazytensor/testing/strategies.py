@@ -239,7 +239,8 @@ def dags(draw, device="cpu", dtypes=DTYPES, shapes=SHAPES, max_leaves=4, max_ops
     if not built:                               # every op refused: a plain copy-like op still runs
         built.append(build("absolute" if pool[0].dtype != BOOL else "invert", [pool[0]], "function"))
     root = built[-1]
-    return DrawnDag(root.lt, root.np, root.err, root.text, raised)
+    return DrawnDag(root.lt, root.np, root.err, root.text, raised,
+                    [DrawnDag(n.lt, n.np, n.err, n.text) for n in built])
 
 
 def expressions(leaves, ops=None, max_depth=3, max_ops=6, scalar_dtypes=DTYPES, dtypes=DTYPES):

@@ -25,6 +25,11 @@ class Explanation(str):
 
 
 def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation:
+    """The plan of `expr` evaluated into `out` (a new tensor if None). A list of expressions, or of
+    (destination, expression) pairs, explains lt.evaluate(e1, e2, ...) or lt.assign([...])."""
+    if isinstance(expr, (list, tuple)):
+        from lazytensor.tools.explain_several import explain_several
+        return explain_several(expr, source, explain, Explanation)
     from lazytensor.plan.evaluate import _as_expression
     if out is None:
         from lazytensor.core.tensor import empty

@@ -1,0 +1,84 @@
+"""lt.assign([(dst, e), ...]) and lt.evaluate(e1, e2, ...): several results, read before any is written.
+
+The plan is lazytensor.plan.several's; this module checks what users pass and runs it. Every write of
+several results goes through `_write`, the one place a "before a tensor is written" hook belongs.
+"""
+from __future__ import annotations
+
+from lazytensor.core import dtypes as _dt
+from lazytensor.core.operand import Operand
+from lazytensor.core.shapes import check_assignable
+from lazytensor.core.tensor import Tensor, asarray, empty
+from lazytensor.plan.evaluate import _as_expression, assign as _assign_one
+from lazytensor.plan.several import plan_several
+
+
+def checked_pairs(pairs, what: str = "assign") -> list:
+    """[(destination Tensor, expression node)] from what a user passed, each pair checked as
+    `dst[...] = e` checks it (device, shape, casting), with the pair's position in the error."""
+    if isinstance(pairs, (Operand, str, bytes)) or not hasattr(pairs, "__iter__"):
+        raise TypeError(f"lt.{what} takes a list of (destination, expression) pairs, "
+                        f"got {type(pairs).__name__}")
+    result = []
+    for k, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"lt.{what}: item {k} is not a (destination, expression) pair: {pair!r:.80}")
+        dest, value = pair
+        if not isinstance(dest, Tensor):
+            raise TypeError(f"lt.{what}: the destination of pair {k} is a {type(dest).__name__}, not a Tensor; "
+                            f"make one with lt.empty(...) or use lt.evaluate(e1, e2, ...) for new tensors")
+        node = _as_expression(value, dest)
+        if node.device is not None and node.device != dest.device:
+            raise ValueError(f"lt.{what}: pair {k}: cannot assign an expression on {node.device!r} "
+                             f"to a tensor on {dest.device!r}")
+        try:
+            if node.shape != dest.shape:
+                check_assignable(node.shape, dest.shape)
+            if node.dtype != dest.dtype:
+                _dt.check_cast(node.dtype, dest.dtype, "assign")
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"lt.{what}: pair {k}: {e}") from None
+        result.append((dest, node))
+    return result
+
+
+def assign(pairs) -> None:
+    """Writes each expression into its destination, as if all were read first and written after:
+    `lt.assign([(a, b), (b, a)])` swaps a and b. Expressions whose destinations have one shape run as
+    one kernel with several outputs; a value they share is computed once."""
+    pairs = checked_pairs(pairs)
+    if len(pairs) == 1:
+        _assign_one(*pairs[0])
+        return
+    _write(pairs)
+
+
+def evaluate_all(exprs) -> tuple:
+    """New Tensors holding the values of `exprs`, evaluated together (a Tensor comes back as it is)."""
+    results, pairs = [], []
+    for e in exprs:
+        if isinstance(e, Tensor):
+            results.append(e)
+        elif not isinstance(e, Operand):
+            results.append(asarray(e))
+        else:
+            dest = empty(e.shape, e.dtype, e.device)
+            results.append(dest)
+            pairs.append((dest, e))
+    if len(pairs) == 1:
+        _assign_one(*pairs[0])
+    elif pairs:
+        _write(pairs)
+    return tuple(results)
+
+
+def _write(pairs) -> None:
+    """Runs the plan of several checked (destination, node) pairs: the one function through which
+    several results are written (a hook that must see each destination before its write goes here)."""
+    by_device: dict = {}
+    for dest, node in pairs:
+        by_device.setdefault(dest.device, []).append((dest, node))
+    plans = [plan_several([(d.data, n) for d, n in group], group[0][0].backend) for group in by_device.values()]
+    for steps in plans:          # every plan is made (and every error raised) before anything runs
+        for step in steps:
+            step.run()
