@@ -5,8 +5,9 @@ is a dictionary lookup and one `execute_plan_at_index` on CuPy's current stream,
 and no host synchronisation. A graph cuDNN rejected is remembered too, so the fallback decision
 is not paid for twice.
 
-Plan choice, in order: the experience table of this (GPU, cuDNN) if it lists the shape; else, when
-tuning is on (LAZYTENSOR_CBR_TUNE, default 1), the fastest of the first
+Plan choice, in order: the experience table of this (GPU, cuDNN) if it lists the shape (its winner,
+else backup1, else backup2, else cuDNN's first buildable plan, without timing; an entry that cannot
+be read is reported once and the plan comes from cuDNN's heuristics); else, when tuning is on (LAZYTENSOR_CBR_TUNE, default 1), the fastest of the first
 LAZYTENSOR_CBR_TUNE_CANDIDATES (default 4) buildable plans, each run LAZYTENSOR_CBR_TUNE_RUNS
 (default 3) times; else cuDNN's first buildable plan. LAZYTENSOR_CBR_TABLES=0 ignores the tables;
 set to a directory it reads the tables there instead of cbr/tables/.
@@ -15,7 +16,11 @@ set to a directory it reads the tables there instead of cbr/tables/.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
+
+from lazytensor.kernels.cache import CacheWarning
+from lazytensor.kernels.device_memory import allocating
 
 from .conv_key import ConvKey
 from .cudnn_errors import CudnnGraphRejected
@@ -133,6 +138,7 @@ class ConvGraphCache:
         cupy, _ = import_cuda_modules()
         table = self._table_for(device_id)
         if table is not None:
+            _warn_unreadable(table, kind, key)
             reason = table.rejection(kind, key)
             if reason is not None:
                 raise CudnnGraphRejected(kind.value, key, f"{reason} (recorded in the experience table)")
@@ -142,18 +148,33 @@ class ConvGraphCache:
             graph = build_conv_graph(kind, key, handle)
             self.builds += 1
             plan = self._choose_plan(graph, table, pointers)
-            workspace = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8) if plan.workspace_bytes else None
+            workspace = None
+            if plan.workspace_bytes:
+                with allocating(f"the cuDNN workspace of plan {plan.name} for the {kind.value} graph of {key}",
+                                plan.workspace_bytes):
+                    workspace = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8)
         ptr = workspace.data.ptr if workspace is not None else 0
         return CompiledConvGraph(graph, plan, device_id, workspace, ptr)
 
     def _choose_plan(self, graph: ConvGraph, table: ExperienceTable | None, pointers: dict[str, int]) -> PlanChoice:
         failures: dict[str, str] = {}
         if table is not None:
-            names = table.plan_names(graph.kind, graph.key)
-            if names:
-                choice, failures = plan_from_names(graph, names)
+            entry, problem = table.entry_problem(graph.kind, graph.key)
+            if problem is not None:
+                choice = first_buildable_plan(graph, failures)
+                choice.note = (f"cuDNN's heuristics: the experience table's entry in {table.file_of(graph.key)} "
+                               f"cannot be read ({problem})")
+                return choice
+            ranked = table.ranked_plans(graph.kind, graph.key)
+            if ranked:
+                choice, failures = plan_from_names(graph, ranked)
                 if choice is not None:
                     return choice
+                # A shape the table lists is never timed: cuDNN's own first choice, and say why.
+                choice = first_buildable_plan(graph, failures)
+                choice.note = (f"cuDNN's heuristics: none of the experience table's plans "
+                               f"({', '.join(rank for rank, _ in ranked)}) builds here")
+                return choice
         tune = self.tune if self.tune is not None else env_flag("LAZYTENSOR_CBR_TUNE", True)
         if tune:
             candidates = self.candidates or env_int("LAZYTENSOR_CBR_TUNE_CANDIDATES", 4)
@@ -169,6 +190,28 @@ class ConvGraphCache:
         if device_id not in self._device_tables:
             self._device_tables[device_id] = load_device_table(device_id)
         return self._device_tables[device_id]
+
+
+_reported_entries: set = set()
+
+
+def _warn_unreadable(table: ExperienceTable, kind: GraphKind, key: ConvKey) -> None:
+    """One CacheWarning per table entry (or rank of one) that cannot be read, naming its file."""
+    _, problem = table.entry_problem(kind, key)
+    if problem is None:
+        bad = [rank for rank, name in table.ranked_plans(kind, key) if name is None]
+        if not bad:
+            return
+        problem = f"its {', '.join(bad)} record{'s have' if len(bad) > 1 else ' has'} no plan name"
+        fallback = "the next rank that can be read, else cuDNN's heuristics"
+    else:
+        fallback = "cuDNN's heuristics"
+    where = table.file_of(key)
+    if (where, kind, key) in _reported_entries:
+        return
+    _reported_entries.add((where, kind, key))
+    warnings.warn(f"lazytensor cannot read the entry of the experience table {where} for the {kind.value} graph of "
+                  f"{key} ({problem}): its plan comes from {fallback}", CacheWarning, stacklevel=3)
 
 
 def load_device_table(device_id: int) -> ExperienceTable | None:

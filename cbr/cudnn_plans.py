@@ -43,14 +43,17 @@ class PlanChoice:
     plan_count: int
     timings: list[PlanTiming] = field(default_factory=list)  # fastest first
     failures: dict[str, str] = field(default_factory=dict)  # plan name -> why it did not build or run
+    rank: str = ""  # for a table's plan: "winner", "backup1" or "backup2"
+    note: str = ""  # how the choice came about, where the table did not give the winner
 
     @property
     def times_ms(self) -> dict[str, float]:
         return {t.name: t.median_ms for t in self.timings}
 
     def describe(self) -> str:
-        head = f"plan {self.name} (#{self.index} of {self.plan_count} offered, {self.source}, workspace {self.workspace_bytes} B)"
-        lines = [head]
+        source = f"experience table {self.rank}" if self.source == "table" and self.rank else self.source
+        head = f"plan {self.name} (#{self.index} of {self.plan_count} offered, {source}, workspace {self.workspace_bytes} B)"
+        lines = [head] + ([f"  {self.note}"] if self.note else [])
         for t in self.timings:
             note = " (gave up after the warm-up)" if t.gave_up else ""
             lines.append(f"  {t.median_ms:9.4f} ms  #{t.index:<3} {t.name}{note}")
@@ -78,11 +81,17 @@ def first_buildable_plan(cg: ConvGraph, failures: dict[str, str] | None = None) 
     raise CudnnGraphRejected(cg.kind.value, cg.key, f"none of the {count} plans offered would build: {failures}")
 
 
-def plan_from_names(cg: ConvGraph, names: list[str]) -> tuple[PlanChoice | None, dict[str, str]]:
-    """The first of `names` (an experience table's winner, backup1, backup2) that this graph offers and builds."""
+def plan_from_names(cg: ConvGraph, names) -> tuple[PlanChoice | None, dict[str, str]]:
+    """The first of `names` (an experience table's winner, backup1, backup2) that this graph offers and
+    builds. `names` may be plain names or (rank, name) pairs, a None name for a rank that could not
+    be read; the choice says which rank it was."""
     failures: dict[str, str] = {}
     offered = plan_index_by_name(cg)
-    for name in names:
+    for item in names:
+        rank, name = item if isinstance(item, tuple) else ("", item)
+        if name is None:
+            failures[f"{rank} (unreadable)"] = "the table's record of this rank has no plan name"
+            continue
         index = offered.get(name)
         if index is None:
             failures[name] = "not offered by cuDNN for this graph"
@@ -92,8 +101,20 @@ def plan_from_names(cg: ConvGraph, names: list[str]) -> tuple[PlanChoice | None,
         except Exception as e:  # noqa: BLE001
             failures[name] = describe_error(e)
             continue
-        return PlanChoice(index, name, ws, "table", cg.plan_count, failures=failures), failures
+        note = f"the table's {', '.join(failed_ranks(names, name))} did not build" if rank not in ("", "winner") else ""
+        return PlanChoice(index, name, ws, "table", cg.plan_count, failures=failures, rank=rank, note=note), failures
     return None, failures
+
+
+def failed_ranks(names, upto=None) -> list[str]:
+    """The ranks of (rank, name) pairs before the one named `upto` (all of them when None)."""
+    ranks = []
+    for item in names:
+        rank, name = item if isinstance(item, tuple) else ("", item)
+        if upto is not None and name == upto:
+            break
+        ranks.append(rank or repr(name))
+    return ranks
 
 
 def time_plans(

@@ -17,6 +17,12 @@ File layout (format 1):
              "failed": {plan name: reason, ...}}
     or {"rejected": "<why cuDNN would not build this graph>"}
 Files are named <gpu slug>__cudnn<version>[__<model>].json; every file of one (GPU, cuDNN) is merged.
+
+A table is read, never trusted: a file that cannot be read (cut short, not JSON, another format) is
+left out with one CacheWarning naming it; an entry that cannot be read (a rank without a plan
+name, an entry that is not an object) costs its shape the table's choice, with one CacheWarning
+naming the file and the shape, and the plan comes from the next rank, else cuDNN's heuristics
+(cudnn_cache says which was used, and lt.explain shows it).
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from pathlib import Path
+
+from lazytensor.kernels.cache import CacheWarning
 
 TABLES_DIR = Path(__file__).with_name("tables")
 FORMAT = 1
@@ -78,26 +87,66 @@ class ExperienceTable:
         self.cudnn_version = int(cudnn_version)
         self.shapes: dict[str, dict[str, dict]] = shapes if shapes is not None else {}
         self.meta: dict = meta if meta is not None else {}
+        self.files: dict[str, str] = {}         # table key -> the file its entries came from (messages)
+        self.unreadable: dict[str, str] = {}    # file left out -> why
 
     # ---- lookup and record ---------------------------------------------------------------------
+    def entry_problem(self, kind, key) -> tuple[dict | None, str | None]:
+        """(the entry for kind and key, or None; why it cannot be read, or None)."""
+        kinds = self.shapes.get(key_text(key))
+        if kinds is None:
+            return None, None
+        if not isinstance(kinds, dict):
+            return None, f"the shape's record is a {type(kinds).__name__}, not an object"
+        entry = kinds.get(kind_text(kind))
+        if entry is None:
+            return None, None
+        if not isinstance(entry, dict):
+            return None, f"the entry is a {type(entry).__name__}, not an object"
+        rejected = entry.get("rejected")
+        if rejected is not None and not isinstance(rejected, str):
+            return None, "its 'rejected' reason is not a text"
+        return entry, None
+
     def lookup(self, kind, key) -> dict | None:
-        return self.shapes.get(key_text(key), {}).get(kind_text(kind))
+        return self.entry_problem(kind, key)[0]
+
+    def ranked_plans(self, kind, key) -> list[tuple[str, str | None]]:
+        """[(rank, plan name)] for winner, backup1, backup2 as recorded, in the order to try them; the
+        name is None where that rank's record cannot be read."""
+        entry = self.lookup(kind, key) or {}
+        ranked = []
+        for rank in RANKS:
+            if rank in entry:
+                plan = entry[rank]
+                name = plan.get("name") if isinstance(plan, dict) else None
+                ranked.append((rank, name if isinstance(name, str) and name else None))
+        return ranked
 
     def plan_names(self, kind, key) -> list[str]:
-        """Winner, backup1, backup2 (those recorded), the order in which to try them."""
-        entry = self.lookup(kind, key) or {}
-        return [entry[rank]["name"] for rank in RANKS if rank in entry]
+        """Winner, backup1, backup2 (those recorded and readable), the order in which to try them."""
+        return [name for _, name in self.ranked_plans(kind, key) if name is not None]
 
     def rejection(self, kind, key) -> str | None:
         return (self.lookup(kind, key) or {}).get("rejected")
 
+    def file_of(self, key) -> str:
+        return self.files.get(key_text(key), "an experience table given in memory")
+
     def record(self, kind, key, entry: dict) -> None:
         self.shapes.setdefault(key_text(key), {})[kind_text(kind)] = entry
 
-    def merge(self, other: "ExperienceTable") -> None:
+    def merge(self, other: "ExperienceTable", source: str | None = None) -> None:
         for key, kinds in other.shapes.items():
+            if source is not None:
+                self.files[key] = source
+            if not isinstance(kinds, dict) or not isinstance(self.shapes.get(key, {}), dict):
+                self.shapes[key] = kinds        # kept as it is: entry_problem reports it when used
+                continue
             for kind, entry in kinds.items():
                 self.record(kind, key, entry)
+        self.files.update({k: v for k, v in other.files.items() if k not in self.files})
+        self.unreadable.update(other.unreadable)
 
     def __len__(self) -> int:
         return len(self.shapes)
@@ -120,22 +169,33 @@ class ExperienceTable:
         """Write atomically (a tuner cut off mid-write leaves the previous file)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one per writer: two tuners never share one
+        try:
+            tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return path
 
     @classmethod
     def from_json(cls, data: dict) -> "ExperienceTable":
+        if not isinstance(data, dict):
+            raise ValueError(f"the file holds a {type(data).__name__}, not an object")
         if data.get("format") != FORMAT:
             raise ValueError(f"experience table format {data.get('format')!r} is not {FORMAT}")
-        return cls(data["gpu"], data["cudnn_version"], dict(data.get("shapes", {})), dict(data.get("meta", {})))
+        if not isinstance(data.get("gpu"), str):
+            raise ValueError("its 'gpu' is missing or not a text")
+        shapes = data.get("shapes", {})
+        if not isinstance(shapes, dict):
+            raise ValueError(f"its 'shapes' is a {type(shapes).__name__}, not an object")
+        return cls(data["gpu"], data["cudnn_version"], dict(shapes), dict(data.get("meta", {})))
 
     @classmethod
     def load(cls, path) -> "ExperienceTable":
         try:
-            return cls.from_json(json.loads(Path(path).read_text()))
-        except (KeyError, ValueError, TypeError) as e:
+            return cls.from_json(json.loads(Path(path).read_bytes()))
+        except (KeyError, ValueError, TypeError) as e:    # UnicodeDecodeError and JSONDecodeError are ValueErrors
             raise ValueError(f"{path} is not a lazytensor experience table: {e}") from e
 
     @classmethod
@@ -146,7 +206,15 @@ class ExperienceTable:
         stem = device_slug(gpu_name, cudnn_version)
         if directory.is_dir():
             for path in sorted(directory.glob(f"{stem}*.json")):
-                table = cls.load(path)
-                if device_slug(table.gpu_name, table.cudnn_version) == stem:
-                    merged.merge(table)
+                try:
+                    table = cls.load(path)
+                    same = device_slug(table.gpu_name, table.cudnn_version) == stem
+                except (OSError, ValueError) as e:
+                    merged.unreadable[str(path)] = str(e.__cause__ or e)
+                    warnings.warn(f"lazytensor cannot read the experience table {path} ({e.__cause__ or e}): it is "
+                                  f"left out, and the shapes it held fall back to timing or cuDNN's heuristics",
+                                  CacheWarning, stacklevel=2)
+                    continue
+                if same:
+                    merged.merge(table, str(path))
         return merged

@@ -1,13 +1,28 @@
-"""KernelCache: compiled kernels by structural key, in memory, built once even under threads.
+"""KernelCache: compiled kernels by structural key, in memory, built once even under threads; and the
+rules every disk cache of lazytensor follows.
 
-The disk half belongs to each backend's compiler (numba's cache files next to the generated
-module for the CPU, CuPy's kernel cache for CUDA); `cache_dir` says where they live.
+The disk half belongs to each backend's compiler (numba's cache files next to the generated module
+for the CPU, cubins for CUDA, kernels/numba_cache.py and cuda_compile.py); `cache_dir` says where
+they live. Every entry on disk obeys three rules, here:
+  - it is written under a temporary name and renamed into place (`write_atomically`), so a process
+    killed mid-write, or two processes writing the same entry, never leave half an entry;
+  - a damaged entry (cut short, emptied, overwritten) is detected when read (a checksum, `seal`),
+    reported by ONE CacheWarning naming the file, deleted, and rebuilt: never a crash, never a
+    wrong value;
+  - a folder that cannot be used (a file, read-only, a full disk) is reported by one CacheWarning
+    saying why and how to fix it, and the process runs on without the disk cache.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
+import warnings
 from pathlib import Path
+
+
+class CacheWarning(RuntimeWarning):
+    """lazytensor's disk cache: a damaged entry was rebuilt, or the cache folder cannot be used."""
 
 
 def cache_dir() -> Path:
@@ -17,6 +32,138 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "lazytensor"
+
+
+_guard = threading.Lock()
+_unusable: dict = {}        # folder -> why it cannot be used (reported once, then skipped)
+_reported: set = set()      # damaged files already reported by this process
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheWarning, stacklevel=3)
+
+
+def _root_of(path: Path) -> Path:
+    """lazytensor's cache folder when `path` lies in it, else `path` itself."""
+    root = cache_dir()
+    try:
+        Path(path).relative_to(root)
+        return root
+    except ValueError:
+        return Path(path)
+
+
+def disk_unusable(path, why) -> None:
+    """Stop using the cache folder holding `path` in this process, after one warning saying why."""
+    root = _root_of(path)
+    with _guard:
+        if str(root) in _unusable:
+            return
+        _unusable[str(root)] = str(why)
+    if isinstance(why, OSError):
+        why = f"{type(why).__name__}: {why.strerror or why}" + (f" ({why.filename})" if why.filename else "")
+    hint = ("set LAZYTENSOR_CACHE_DIR to a writable folder" if root == cache_dir()
+            else "make that folder writable, or set NUMBA_CACHE_DIR to a writable folder")
+    _warn(f"lazytensor cannot use the disk cache folder {root}: {why}. Running without the disk cache: "
+          f"kernels are compiled again in every process. To fix it, {hint}.")
+
+
+def usable(path) -> bool:
+    """False once the cache folder holding `path` was found unusable in this process."""
+    return not _unusable or str(_root_of(path)) not in _unusable
+
+
+def cache_folder(sub: str) -> Path | None:
+    """cache_dir() / sub, created if needed; None (after one CacheWarning) when it cannot be used."""
+    root = cache_dir()
+    if _unusable and str(root) in _unusable:
+        return None
+    folder = root / sub
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+        disk_unusable(root, f"{file} is a file, not a folder" if file is not None else e)
+        return None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        disk_unusable(root, "it is not writable")
+        return None
+    return folder
+
+
+def report_damaged(path, why: str) -> None:
+    """One CacheWarning naming the damaged entry `path`; the file is deleted, as it is being rebuilt."""
+    path = Path(path)
+    with _guard:
+        first = str(path) not in _reported
+        _reported.add(str(path))
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    if first:
+        _warn(f"lazytensor found a damaged disk cache entry, {path} ({why}): it is rebuilt and replaced.")
+
+
+def write_atomically(path, data) -> bool:
+    """Write `data` (bytes or str) to `path` under a temporary name, then rename it into place: a
+    reader sees the old entry, the new one, or none, never half of one, and concurrent writers of
+    the same entry each rename a complete file. False (after one CacheWarning) when the folder
+    cannot be written: the caller goes on without the disk cache."""
+    path = Path(path)
+    if not usable(path):
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            data = data.encode()
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        disk_unusable(path.parent, e)
+        return False
+
+
+# A sealed entry ends with this tag and the SHA-256 of what precedes it: an entry cut short, emptied
+# or overwritten fails the check before a byte of it is used.
+_SEAL = b"\n-- lazytensor sha256 "
+_SEALED_TAIL = len(_SEAL) + 32
+
+
+def seal(data: bytes) -> bytes:
+    return data + _SEAL + hashlib.sha256(data).digest()
+
+
+def unseal(blob: bytes) -> bytes | None:
+    """The data of a sealed entry, or None when it is damaged."""
+    if len(blob) < _SEALED_TAIL or blob[-_SEALED_TAIL:-32] != _SEAL:
+        return None
+    data = blob[:-_SEALED_TAIL]
+    return data if hashlib.sha256(data).digest() == blob[-32:] else None
+
+
+def read_sealed(path) -> bytes | None:
+    """The data of the sealed entry at `path`; None when there is none, or when it was damaged
+    (then reported and deleted)."""
+    try:
+        blob = Path(path).read_bytes()
+    except OSError:
+        return None
+    data = unseal(blob)
+    if data is None:
+        report_damaged(path, "cut short or overwritten: its checksum does not match" if blob else "empty")
+    return data
+
+
+def write_sealed(path, data: bytes) -> bool:
+    return write_atomically(path, seal(data))
 
 
 class KernelCache:

@@ -1,24 +1,26 @@
 """The CPU backend: NumPy arrays, kernels generated as numba source and JIT-compiled.
 
-Each kernel is a small module written to the disk cache folder and imported from there, so numba's
-own cache (next to the module) serves later processes. A damaged cache entry is deleted and the
-kernel rebuilt; a compile failure raises before anything is written to the destination.
+Each kernel is a small module written to the disk cache folder and run from its text, so numba's
+cache (next to the module, checked: kernels/numba_cache.py) serves later processes. A damaged cache
+entry is reported once, deleted and rebuilt; a cache folder that cannot be used means kernels live in
+memory only. A compile failure raises before anything is written to the destination.
 """
 from __future__ import annotations
 
 import hashlib
 import math
-import importlib.util
 import os
 import sys
 import time
+import types
 
 import numpy as np
 
 from . import launch_log
 from .background_compile import BackgroundCompiler, wait_for_compiler
-from .cache import KernelCache, cache_dir
+from .cache import KernelCache, cache_folder, report_damaged, write_atomically
 from .interpret import run_program, run_reduction as interpret_reduction
+from .numba_cache import check_module
 from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
 from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
@@ -100,20 +102,23 @@ class CpuBackend:
 
     def _build(self, program, source: str) -> CpuKernel:
         name = _kernel_name(source)
-        folder = cache_dir() / "cpu"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{name}.py"
-        # A stale or truncated module file is simply rewritten; numba sees the new stamp.
-        try:
-            current = path.read_text()
-        except (OSError, UnicodeDecodeError):
-            current = None
-        if current != source:
-            tmp = folder / f".{name}.{id(source)}.tmp"
-            tmp.write_text(source)
-            tmp.replace(path)
+        folder = cache_folder("cpu")
+        path = None if folder is None else folder / f"{name}.py"
+        if path is not None:
+            # The module's name is the hash of its text: any other text there is a damaged entry.
+            try:
+                current = path.read_text()
+            except FileNotFoundError:
+                current = None
+            except (OSError, UnicodeDecodeError) as e:
+                current = e
+            if current != source:
+                if current is not None:
+                    report_damaged(path, "cut short or overwritten: it is not the kernel's text")
+                if not write_atomically(path, source):
+                    path = None             # the folder cannot be written: no disk cache
         f16 = _F16 in program.input_dtypes() or any(dtype == _F16 for _, dtype in program.stores())
-        return CpuKernel(name, source, _import(name, path), path, f16)
+        return CpuKernel(name, source, _import(name, source, path), path, f16)
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
@@ -152,29 +157,14 @@ class CpuBackend:
         signature = tuple(_numba_array(numba, *t) for t in types) + tuple(numba.typeof(s) for s in scalars)
         first, second = ("kernel_par", "kernel_seq") if elements >= PARALLEL_MIN_ELEMENTS else ("kernel_seq", "kernel_par")
         for name in (first, second):
-            try:
-                getattr(kernel.module, name).compile(signature)
-            except Exception:
-                _purge_numba_cache(kernel)        # a damaged cache entry: compile afresh
-                kernel.module = _import(kernel.name, kernel.path)
-                getattr(kernel.module, name).compile(signature)
+            # (a damaged cache entry is reported and compiled afresh by numba's checked cache)
+            getattr(kernel.module, name).compile(signature)
 
     def _first_or_logged_call(self, kernel, fn, args, elements):
         started = time.perf_counter()
         n_compiled = len(fn.overloads)
         hits = sum(fn.stats.cache_hits.values())
-        if n_compiled:
-            fn(*args)
-        else:
-            try:
-                fn(*args)           # compiles, or loads numba's disk cache, before the body runs
-            except Exception:
-                # A damaged numba cache entry fails while loading, before anything is written:
-                # drop it and compile afresh. A genuine codegen error fails again and propagates.
-                _purge_numba_cache(kernel)
-                kernel.module = _import(kernel.name, kernel.path)
-                fn = getattr(kernel.module, fn.py_func.__name__)
-                fn(*args)
+        fn(*args)                   # compiles, or loads numba's disk cache, before the body runs
         if launch_log.listeners:
             compiled = len(fn.overloads) > n_compiled
             cache = "memory"
@@ -307,18 +297,16 @@ def _numba_array(numba, dtype, ndim, layout, readonly, aligned):
     return numba.types.Array(numba.from_dtype(dtype), ndim, layout, readonly=readonly, aligned=aligned)
 
 
-def _import(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
+def _import(name, source, path):
+    """The kernel module from its text: numba caches its functions beside `path` (checked: a damaged
+    numba file is reported and rebuilt), or, with no path, keeps them in memory only."""
+    module = types.ModuleType(name)
+    module.__file__ = str(path) if path is not None else f"<lazytensor kernel {name}>"
+    if path is None:
+        source = source.replace("cache=True", "cache=False")
     # numba's cache reloads a kernel's environment by module name, so the module must be importable.
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    if path is not None:
+        check_module(module)
     return module
-
-
-def _purge_numba_cache(kernel: CpuKernel) -> None:
-    for f in (kernel.path.parent / "__pycache__").glob(f"{kernel.name}.*"):
-        try:
-            f.unlink()
-        except OSError:
-            pass

@@ -8,10 +8,13 @@ and the common all-contiguous case is recognised without reading shapes or strid
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import cuda_reduce, launch_log
-from .cache import KernelCache
+from .cache import KernelCache, report_damaged
+from .device_memory import DeviceOutOfMemory, is_out_of_memory
 from .cuda_compile import CubinCompiler
 from .cuda_kernel import CudaKernel, scalar_converters
 from .cuda_layout import CONTIGUOUS, LaunchGeometry, flat_geometry, plan_launch
@@ -51,7 +54,14 @@ class CudaBackend:
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
-        return self._cupy.empty(shape, dtype)
+        try:
+            return self._cupy.empty(shape, dtype)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            shape, dtype = (tuple(shape) if hasattr(shape, "__len__") else (shape,)), np.dtype(dtype)
+            raise DeviceOutOfMemory(f"an array of shape {shape} {dtype.name}", math.prod(shape) * dtype.itemsize,
+                                    e) from e
 
     def view(self, base, offset, shape, dtype, strides):
         """The array of `shape`, `dtype`, byte `strides` starting `offset` bytes into `base`."""
@@ -125,11 +135,12 @@ class CudaBackend:
             module = cp.cuda.function.Module()
             try:
                 module.load(kernel.cubin)
-            except cp.cuda.driver.CUDADriverError:
+            except cp.cuda.driver.CUDADriverError as e:
                 if kernel.cache != "disk":
                     raise
-                # A damaged cache file: drop it and compile afresh (a real error fails again).
-                kernel.path.unlink(missing_ok=True)
+                # A cache file whose checksum holds but which the driver will not load: drop it and
+                # compile afresh (a real error fails again).
+                report_damaged(kernel.path, f"the driver would not load it: {e}")
                 kernel.cubin, kernel.path, kernel.cache, kernel.compile_seconds = self.compiler.cubin(kernel.rendered)
                 module = cp.cuda.function.Module()
                 module.load(kernel.cubin)

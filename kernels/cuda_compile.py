@@ -3,18 +3,22 @@
 Why not cupy.RawModule: CuPy appends -ftz=true to every NVRTC compile it runs, which flushes float32
 subnormals to zero where NumPy keeps them. So kernels are compiled here with render_cuda's options
 and cached as cubin files under cache_dir()/cuda, keyed by source, options, architecture and NVRTC
-version; a new process loads them without running NVRTC. CuPy still loads and launches them.
+version; a new process loads them without running NVRTC. CuPy still loads and launches them. Each
+file is the cubin and its checksum (kernels/cache.py: a damaged file is reported, deleted and
+compiled afresh), written under a temporary name and renamed into place.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from functools import lru_cache
-from pathlib import Path
 
-from .cache import cache_dir
+from .cache import cache_dir, cache_folder, read_sealed, write_sealed
 from .render_cuda import NVRTC_OPTIONS, CudaSource
+
+
+# Part of every cubin's cache key: files of an older layout (no checksum) are never read as this one.
+_FORMAT = "sealed-1"
 
 
 def nvrtc_options(nvrtc_version: tuple) -> tuple:
@@ -63,20 +67,24 @@ class CubinCompiler:
 
     def cache_path(self, source: CudaSource) -> tuple:
         options = (*nvrtc_options(self.nvrtc_version), f"-arch=sm_{self.arch}", *_include_options(source))
-        key = hashlib.sha1("\0".join([source.source, *options, repr(self.nvrtc_version)]).encode()).hexdigest()
+        key = hashlib.sha1("\0".join([source.source, *options, repr(self.nvrtc_version), _FORMAT]).encode()).hexdigest()
         return cache_dir() / "cuda" / f"{source.name}.{key[:16]}.cubin", options
 
     def cubin(self, source: CudaSource) -> tuple:
-        """-> (cubin bytes, path, "disk" or "compiled", seconds spent compiling)."""
+        """-> (cubin bytes, path or None (no disk cache), "disk" or "compiled", seconds spent compiling).
+        A damaged cache file is reported (one CacheWarning naming it), deleted and compiled afresh."""
         path, options = self.cache_path(source)
-        try:
-            return path.read_bytes(), path, "disk", 0.0
-        except OSError:
-            pass
+        if cache_folder("cuda") is None:
+            path = None
+        else:
+            data = read_sealed(path)
+            if data is not None:
+                return data, path, "disk", 0.0
         started = time.perf_counter()
         data = self.compile(source, options)
         seconds = time.perf_counter() - started
-        _write_atomically(path, data)
+        if path is not None and not write_sealed(path, data):
+            path = None
         return data, path, "compiled", seconds
 
     def compile(self, source: CudaSource, options: tuple) -> bytes:
@@ -93,11 +101,3 @@ class CubinCompiler:
             return nvrtc.getCUBIN(prog)
         finally:
             nvrtc.destroyProgram(prog)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Concurrent processes may write the same entry; each renames a complete file into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)

@@ -130,7 +130,7 @@ def scratch_for(backend, program: ElementwiseProgram, spec: Reduction, out, inpu
     if launch.finish is None:
         return None
     geometry = launch.geometry
-    return backend._cupy.empty(geometry.chunks * geometry.K * launch.scratch_dtype.itemsize, np.uint8)
+    return backend.empty((geometry.chunks * geometry.K * launch.scratch_dtype.itemsize,), np.uint8)
 
 
 def run_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, inputs, scalars, scratch=None) -> None:
@@ -138,12 +138,11 @@ def run_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, in
     meanvar), on CuPy's current stream. scratch: from scratch_for, else taken from the pool here."""
     if out.size == 0:
         return
-    cp = backend._cupy
     launch = _launch_plan(backend, program, spec, inputs, out.data.device_id)
     geometry = launch.geometry
-    target = out if out.flags.c_contiguous else cp.empty(out.shape, out.dtype)
+    target = out if out.flags.c_contiguous else backend.empty(out.shape, out.dtype)
     if launch.finish is not None and scratch is None:
-        scratch = cp.empty(geometry.chunks * geometry.K * launch.scratch_dtype.itemsize, np.uint8)
+        scratch = backend.empty((geometry.chunks * geometry.K * launch.scratch_dtype.itemsize,), np.uint8)
     args = [a.data for a in inputs]
     conv = launch.converters
     args += [conv[k](v) for k, v in enumerate(scalars)]
