@@ -19,15 +19,13 @@ import os
 import warnings
 from dataclasses import dataclass, field
 
-from lazytensor.kernels.cache import CacheWarning
-from lazytensor.kernels.device_memory import allocating
 
 from .conv_key import ConvKey
-from .cudnn_errors import CudnnGraphRejected
+from .cudnn_errors import CudnnGraphRejected, CudnnOutOfMemory, is_out_of_memory
 from .cudnn_graphs import ConvGraph, GraphKind, build_conv_graph
 from .cudnn_handle import bind_current_stream, handle_for_device, import_cuda_modules
 from .cudnn_plans import PlanChoice, fastest_plan, first_buildable_plan, plan_from_names
-from .experience_table import ExperienceTable
+from .experience_table import ExperienceTable, ExperienceTableWarning
 
 
 def env_flag(name: str, default: bool) -> bool:
@@ -150,9 +148,13 @@ class ConvGraphCache:
             plan = self._choose_plan(graph, table, pointers)
             workspace = None
             if plan.workspace_bytes:
-                with allocating(f"the cuDNN workspace of plan {plan.name} for the {kind.value} graph of {key}",
-                                plan.workspace_bytes):
+                try:
                     workspace = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8)
+                except Exception as e:
+                    if not is_out_of_memory(e):
+                        raise
+                    raise CudnnOutOfMemory(f"the cuDNN workspace of plan {plan.name} for the {kind.value} graph of "
+                                           f"{key}", plan.workspace_bytes, e) from e
         ptr = workspace.data.ptr if workspace is not None else 0
         return CompiledConvGraph(graph, plan, device_id, workspace, ptr)
 
@@ -196,7 +198,7 @@ _reported_entries: set = set()
 
 
 def _warn_unreadable(table: ExperienceTable, kind: GraphKind, key: ConvKey) -> None:
-    """One CacheWarning per table entry (or rank of one) that cannot be read, naming its file."""
+    """One ExperienceTableWarning per table entry (or rank of one) that cannot be read, naming its file."""
     _, problem = table.entry_problem(kind, key)
     if problem is None:
         bad = [rank for rank, name in table.ranked_plans(kind, key) if name is None]
@@ -211,7 +213,7 @@ def _warn_unreadable(table: ExperienceTable, kind: GraphKind, key: ConvKey) -> N
         return
     _reported_entries.add((where, kind, key))
     warnings.warn(f"lazytensor cannot read the entry of the experience table {where} for the {kind.value} graph of "
-                  f"{key} ({problem}): its plan comes from {fallback}", CacheWarning, stacklevel=3)
+                  f"{key} ({problem}): its plan comes from {fallback}", ExperienceTableWarning, stacklevel=3)
 
 
 def load_device_table(device_id: int) -> ExperienceTable | None:

@@ -19,8 +19,8 @@ File layout (format 1):
 Files are named <gpu slug>__cudnn<version>[__<model>].json; every file of one (GPU, cuDNN) is merged.
 
 A table is read, never trusted: a file that cannot be read (cut short, not JSON, another format) is
-left out with one CacheWarning naming it; an entry that cannot be read (a rank without a plan
-name, an entry that is not an object) costs its shape the table's choice, with one CacheWarning
+left out with one ExperienceTableWarning naming it; an entry that cannot be read (a rank without a
+plan name, an entry that is not an object) costs its shape the table's choice, with one warning
 naming the file and the shape, and the plan comes from the next rank, else cuDNN's heuristics
 (cudnn_cache says which was used, and lt.explain shows it).
 """
@@ -33,11 +33,13 @@ import re
 import warnings
 from pathlib import Path
 
-from lazytensor.kernels.cache import CacheWarning
-
 TABLES_DIR = Path(__file__).with_name("tables")
 FORMAT = 1
 RANKS = ("winner", "backup1", "backup2")
+
+
+class ExperienceTableWarning(RuntimeWarning):
+    """An experience table, or an entry of one, could not be read: the plan comes from elsewhere."""
 
 
 def device_slug(gpu_name: str, cudnn_version: int) -> str:
@@ -213,7 +215,7 @@ class ExperienceTable:
                     merged.unreadable[str(path)] = str(e.__cause__ or e)
                     warnings.warn(f"lazytensor cannot read the experience table {path} ({e.__cause__ or e}): it is "
                                   f"left out, and the shapes it held fall back to timing or cuDNN's heuristics",
-                                  CacheWarning, stacklevel=2)
+                                  ExperienceTableWarning, stacklevel=2)
                     continue
                 if same:
                     merged.merge(table, str(path))

@@ -73,7 +73,7 @@ def usable(path) -> bool:
     return not _unusable or str(_root_of(path)) not in _unusable
 
 
-def cache_folder(sub: str) -> Path | None:
+def cache_folder(sub: str = "") -> Path | None:
     """cache_dir() / sub, created if needed; None (after one CacheWarning) when it cannot be used."""
     root = cache_dir()
     if _unusable and str(root) in _unusable:

@@ -91,6 +91,10 @@ class CudaBackend:
     def synchronize(self):
         self._cupy.cuda.get_current_stream().synchronize()
 
+    def free_cached_memory(self):
+        """Give the blocks CuPy's memory pool keeps free back to the device (after running out)."""
+        self._cupy.get_default_memory_pool().free_all_blocks()
+
     def current_device(self) -> int:
         return self._cupy.cuda.runtime.getDevice()
 

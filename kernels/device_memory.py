@@ -2,7 +2,7 @@
 
 CuPy reports a failed allocation as cupy.cuda.memory.OutOfMemoryError ("Out of memory allocating
 N bytes"), the CUDA runtime and driver as an error whose status is 2 (cudaErrorMemoryAllocation,
-CUDA_ERROR_OUT_OF_MEMORY). Where lazytensor allocates (a plan's temporaries, a cuDNN workspace, a
+CUDA_ERROR_OUT_OF_MEMORY), lazytensor.cbr as CudnnOutOfMemory. Where lazytensor allocates (a plan's temporaries, a cuDNN workspace, a
 graph capture) it turns them into DeviceOutOfMemory, which says what was being allocated and how
 much; the step runner (lazytensor's evaluate) frees what the CUDA graphs keep, retries once, and
 says whether the destination and the running statistics are as they were.
@@ -64,12 +64,11 @@ def _bytes_in(error) -> int | None:
 
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether `error` says the GPU had no memory (CuPy's allocator, the CUDA runtime or driver)."""
-    if isinstance(error, DeviceOutOfMemory):
-        return True
-    name = type(error).__name__
-    if name == "OutOfMemoryError" and isinstance(error, MemoryError):
-        return True
-    if name in ("CUDARuntimeError", "CUDADriverError"):
+    if isinstance(error, MemoryError):
+        # CuPy's OutOfMemoryError, or a library's own that says what it was allocating (the cuDNN
+        # workspace: lazytensor.cbr's CudnnOutOfMemory); a host MemoryError is not the GPU's.
+        return type(error).__name__ == "OutOfMemoryError" or hasattr(error, "what")
+    if type(error).__name__ in ("CUDARuntimeError", "CUDADriverError"):
         return getattr(error, "status", None) == 2 or "out of memory" in str(error).lower() \
             or "memoryallocation" in str(error).lower()
     return False
@@ -79,6 +78,8 @@ def as_out_of_memory(error: BaseException, what: str, nbytes: int | None = None)
     """`error` (an out-of-memory error) as a DeviceOutOfMemory about `what`."""
     if isinstance(error, DeviceOutOfMemory):
         return error
+    if getattr(error, "what", None):          # it says what it was allocating: keep its words
+        return DeviceOutOfMemory(error.what, getattr(error, "nbytes", None), getattr(error, "cause", None) or error)
     return DeviceOutOfMemory(what, nbytes, error)
 
 
@@ -91,5 +92,5 @@ def allocating(what: str, nbytes: int | None = None):
         raise
     except Exception as e:
         if is_out_of_memory(e):
-            raise DeviceOutOfMemory(what, nbytes, e) from e
+            raise as_out_of_memory(e, what, nbytes) from e
         raise

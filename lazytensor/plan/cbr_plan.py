@@ -33,6 +33,16 @@ from lazytensor.cbr import finalize_cpu
 _F32 = np.dtype(np.float32)
 
 
+def _checked(dispatcher):
+    """The CPU finalize kernels keep numba's cache files beside cbr/: checked like every kernel's
+    (imported when they are first compiled, as numba is)."""
+    from lazytensor.kernels.numba_cache import checked
+    return checked(dispatcher)
+
+
+finalize_cpu.prepare_dispatcher = _checked
+
+
 # -- steps ---------------------------------------------------------------------------------------
 
 class Conv2dStep:
@@ -152,8 +162,7 @@ class CommitStep:
 
     def run(self):
         if self.backend.name == "cpu":
-            for dst, src in zip(self.running, self.staged):
-                dst[...] = src
+            finalize_cpu.commit_running(*self.staged, *self.running)   # both in one call: never half
         else:
             from lazytensor.cbr import finalize_cuda
             finalize_cuda.commit_running(*self.staged, *self.running)

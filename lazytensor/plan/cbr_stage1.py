@@ -3,7 +3,8 @@ per-channel sums (conv_fprop + genstats), or the fastest plain conv followed by 
 statistics reduction (one read of the conv output). Fusing genstats narrows cuDNN's engines, so
 neither wins everywhere. The choice is timed once per shape (CUDA events around short bursts of
 back-to-back calls, so host costs count where the host is the bottleneck), kept
-in memory and in the disk cache; LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without timing.
+in memory and in the disk cache (cbr_stage1.json, checked when read: a damaged file is reported
+once and measured again); LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without timing.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.kernels.cache import cache_dir
+from lazytensor.kernels.cache import cache_folder, report_damaged, write_atomically
 from lazytensor.kernels.cuda_timing import burst_ms
 from lazytensor.kernels.program import Reduction
 from lazytensor.plan.lower import lower
@@ -35,25 +36,46 @@ def statistics_step(backend, y, device):
                           note="per-channel mean and variance in one read of the conv output"), stats
 
 
-def _disk_path():
-    return cache_dir() / "cbr_stage1.json"
+_DISK_NAME = "cbr_stage1.json"
 
 
 def _load_disk() -> dict:
+    """The choices kept in the disk cache; {} when there are none, or when the file is damaged (then
+    reported by one CacheWarning naming it, and deleted: the shapes are measured again)."""
+    folder = cache_folder()
+    if folder is None:
+        return {}
+    path = folder / _DISK_NAME
     try:
-        return json.loads(_disk_path().read_text())
-    except (OSError, ValueError):
-        return {}        # absent or damaged: measure again
+        text = path.read_bytes()
+    except OSError:
+        return {}
+    try:
+        table = json.loads(text)
+        if not isinstance(table, dict):
+            raise ValueError(f"it holds a {type(table).__name__}, not an object")
+        for key, value in table.items():
+            if not _valid(value):
+                raise ValueError(f"its entry for {key} is {value!r}")
+    except ValueError as e:     # JSONDecodeError and UnicodeDecodeError included
+        report_damaged(path, str(e)[:200])
+        return {}
+    return table
+
+
+def _valid(value) -> bool:
+    return (isinstance(value, list) and len(value) == 2 and value[0] in (GENSTATS, REDUCTION)
+            and isinstance(value[1], str))
 
 
 def _save_disk(key: str, value) -> None:
+    """Add one choice to the file (written whole under a temporary name, then renamed into place)."""
+    folder = cache_folder()
+    if folder is None:
+        return
     table = _load_disk()
     table[key] = value
-    path = _disk_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(table, indent=1))
-    tmp.replace(path)
+    write_atomically(folder / _DISK_NAME, json.dumps(table, indent=1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,7 +87,6 @@ def _device_name(device_id: int) -> str:
 
 def choose_stage1(backend, x, w, attrs, y):
     """-> (GENSTATS or REDUCTION, a note with the measured times or why none were taken)."""
-    import cupy
     from lazytensor.cbr import cudnn_conv
     key = f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
     hit = _choices.get(key)
@@ -79,7 +100,7 @@ def choose_stage1(backend, x, w, attrs, y):
         hit = _choices[key] = (GENSTATS, "LAZYTENSOR_CBR_TUNE=0: not timed")
         return hit
     k = w.shape[0]
-    sums = [cupy.empty((k,), np.float32) for _ in range(2)]
+    sums = [backend.empty((k,), _F32) for _ in range(2)]
     a = attrs
 
     def genstats():

@@ -10,6 +10,10 @@ from lazytensor.core.memory import address as _address
 from lazytensor.plan.planner import plan
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
+from lazytensor.kernels.backend import backend_for
+from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
+from lazytensor.plan.replay import release_all
+from lazytensor.plan.steps import run_steps
 
 
 def _as_expression(value, dest: Tensor):
@@ -29,14 +33,59 @@ def _as_expression(value, dest: Tensor):
 
 
 def assign(dest: Tensor, value, what: str = "assign") -> None:
-    """dest[...] = value, as one fused kernel when value is elementwise."""
+    """dest[...] = value, as one fused kernel when value is elementwise. Out of GPU memory before
+    anything the caller holds was written, the memory CUDA graphs keep is freed and the assignment
+    tried once more; then a DeviceOutOfMemory says what was being allocated."""
+    try:
+        _assign(dest, value, what)
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        error = _planning_error(e)
+        if not error.untouched:
+            _reraise(error, e)
+        free_device_memory(dest.backend)
+        try:
+            _assign(dest, value, what)
+        except Exception as e2:
+            if not is_out_of_memory(e2):
+                raise
+            error = _planning_error(e2)
+            error.retried = True
+            _reraise(error, e2)
+
+
+def _planning_error(e):
+    """`e` as a DeviceOutOfMemory; one not raised by a step was raised while planning (nothing ran)."""
+    error = as_out_of_memory(e, "the plan's temporaries")
+    if error.untouched is None:
+        error.context.append("while planning (taking the plan's temporaries)")
+        error.untouched = True
+    return error
+
+
+def _reraise(error, cause):
+    if error is cause:
+        raise error
+    raise error from cause
+
+
+def free_device_memory(backend) -> None:
+    """Give back what lazytensor keeps on the device: the CUDA graphs' temporaries, then the pool's
+    free blocks."""
+    release_all()
+    free = getattr(backend, "free_cached_memory", None)
+    if free is not None:
+        free()
+
+
+def _assign(dest: Tensor, value, what: str) -> None:
     if type(value) is Expr:
         memo = value.last_plan
         if memo is not None and memo[0] is dest.data:
             # The same expression into the same memory again: its plan still holds (expressions
             # and the arrays of tensors never change), so only the kernel runs.
-            for step in memo[1]:
-                step.run()
+            run_steps(memo[1], dest.data)
             return
     node = _as_expression(value, dest)
     if node.device is not None and node.device != dest.device:
@@ -48,8 +97,7 @@ def assign(dest: Tensor, value, what: str = "assign") -> None:
     if type(node) is Tensor and _same_memory(node.data, dest.data):
         return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
     steps = plan(node, dest.data, dest.backend, replay=True)
-    for step in steps:
-        step.run()
+    run_steps(steps, dest.data)
     if type(node) is Expr and not node.heavy:
         node.last_plan = (dest.data, steps)
 
@@ -71,7 +119,22 @@ def evaluate(expr, *more):
         return expr
     if not isinstance(expr, Operand):
         return asarray(expr)
-    dest = empty(expr.shape, expr.dtype, expr.device)
+    try:
+        dest = empty(expr.shape, expr.dtype, expr.device)
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        backend = backend_for(expr.device)
+        free_device_memory(backend)
+        try:
+            dest = empty(expr.shape, expr.dtype, expr.device)
+        except Exception as e2:
+            if not is_out_of_memory(e2):
+                raise
+            error = as_out_of_memory(e2, "the result")
+            error.context.append("for the result of lt.evaluate")
+            error.retried = error.untouched = True
+            _reraise(error, e2)
     assign(dest, expr)
     return dest
 

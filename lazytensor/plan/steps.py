@@ -2,7 +2,46 @@
 lt.explain; the planner (lazytensor.plan.planner) decides which steps an expression needs."""
 from __future__ import annotations
 
+from lazytensor.core.memory import owner
+from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
 from lazytensor.kernels.program import describe
+
+# A hook for tests, None in use: called as before_step(index, step) before each step of a plan runs
+# (raising there stands for an interrupt or a failure between two steps).
+before_step = None
+
+
+def run_steps(steps, out=None) -> None:
+    """Run a plan's steps in order: the one loop every plan goes through. Running out of GPU memory
+    in a step raises DeviceOutOfMemory saying which step, and whether anything the caller holds was
+    written before it (`out`, the plan's destination; running statistics are written by the last
+    step only, lazytensor.plan.cbr_plan's CommitStep)."""
+    step = None
+    try:
+        if before_step is None:
+            for step in steps:
+                step.run()
+        else:
+            for i, step in enumerate(steps):
+                before_step(i, step)
+                step.run()
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        i = next(k for k, s in enumerate(steps) if s is step)
+        error = as_out_of_memory(e, f"what {type(step).__name__} needs")
+        error.context.append(f"in step {i + 1} of {len(steps)} of the plan ({type(step).__name__})")
+        error.untouched = not any(_writes_callers_memory(s, out) for s in steps[:i])
+        if error is e:
+            raise
+        raise error from e
+
+
+def _writes_callers_memory(step, out) -> bool:
+    if hasattr(step, "running"):                # commits running statistics
+        return True
+    target = getattr(step, "out", None)
+    return out is not None and target is not None and owner(target) is owner(out)
 
 
 def _indent(text: str) -> str:
