@@ -34,7 +34,7 @@ class DeviceOutOfMemory(MemoryError):
         for where in self.context:
             text += f", {where}"
         if self.cause is not None:
-            text += f" ({type(self.cause).__name__}: {self.cause})"
+            text += f" [{type(self.cause).__name__}: {str(self.cause).rstrip('.')}]"
         text += "."
         if self.retried:
             text += " lazytensor released the memory its CUDA graphs keep and tried once more, in vain."

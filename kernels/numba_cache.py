@@ -16,6 +16,7 @@ The files are named `<function>.lt.nbi` and `<function>.lt.<n>.nbc`, apart from 
 from __future__ import annotations
 
 import io
+import os
 import pickle
 
 import numba
@@ -32,8 +33,8 @@ class CheckedCacheFile:
 
     def __init__(self, cache_path, filename_base, source_stamp):
         self._cache_path = cache_path
-        self._index_path = f"{cache_path}/{filename_base}.lt.nbi"
-        self._data_pattern = f"{cache_path}/{filename_base}.lt.{{}}.nbc"
+        self._index_path = os.path.join(cache_path, f"{filename_base}.lt.nbi")
+        self._data_pattern = f"{filename_base}.lt.{{}}.nbc"     # names, not paths: a folder may move
         self._source_stamp = source_stamp
         self._version = (numba.__version__, _FORMAT)
 
@@ -42,20 +43,24 @@ class CheckedCacheFile:
 
     def save(self, key, data):
         overloads = self._load_index()
-        path = overloads.get(key)
-        if path is None:
+        name = overloads.get(key)
+        if name is None:
             taken = set(overloads.values())
             n = 1
             while self._data_pattern.format(n) in taken:
                 n += 1
-            path = overloads[key] = self._data_pattern.format(n)
+            name = overloads[key] = self._data_pattern.format(n)
             self._save_index(overloads)
-        write_sealed(path, dumps((key, data)))
+        write_sealed(self.data_path(name), dumps((key, data)))
+
+    def data_path(self, name: str) -> str:
+        return os.path.join(self._cache_path, os.path.basename(name))
 
     def load(self, key):
-        path = self._load_index().get(key)
-        if path is None:
+        name = self._load_index().get(key)
+        if name is None:
             return None
+        path = self.data_path(name)
         blob = read_sealed(path)
         if blob is None:
             return None
@@ -107,7 +112,8 @@ class CheckedFunctionCache(caching.FunctionCache):
         try:
             return self._impl.rebuild(target_context, data)
         except Exception as e:  # noqa: BLE001  (whatever the damage: compile afresh)
-            report_damaged(self._cache_file._load_index().get(key, self._cache_file._index_path),
+            name = self._cache_file._load_index().get(key)
+            report_damaged(self._cache_file.data_path(name) if name else self._cache_file._index_path,
                            f"numba could not rebuild it: {type(e).__name__}: {e}")
             return None
 

@@ -29,7 +29,7 @@ def run_steps(steps, out=None) -> None:
         if not is_out_of_memory(e):
             raise
         i = next(k for k, s in enumerate(steps) if s is step)
-        error = as_out_of_memory(e, f"what {type(step).__name__} needs")
+        error = as_out_of_memory(e, "the step's own use")
         error.context.append(f"in step {i + 1} of {len(steps)} of the plan ({type(step).__name__})")
         error.untouched = not any(_writes_callers_memory(s, out) for s in steps[:i])
         if error is e:
