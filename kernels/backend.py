@@ -14,6 +14,10 @@
                                  one fused reduction (kernels.program.Reduction) of the program's values
     explain_reduction(program, spec, out, inputs)
     synchronize()
+    free_cached_memory()         (optional) give memory the backend keeps free back to the device
+
+The CUDA backend's `empty` raises kernels.device_memory.DeviceOutOfMemory (what, how many bytes)
+when the GPU has no room.
 
 CUDA imports (cupy) happen only when the "cuda" backend is first asked for, so the package imports
 and runs on a machine with no GPU.

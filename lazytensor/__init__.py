@@ -15,6 +15,8 @@ from lazytensor.tools.explain import explain
 from lazytensor.tools.profile import profile
 from lazytensor.plan.replay import release_all as release_graphs
 from lazytensor.kernels.backend import default_device, cuda_usable
+from lazytensor.kernels.cache import CacheWarning
+from lazytensor.kernels.device_memory import DeviceOutOfMemory
 from lazytensor.ops.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
 from lazytensor.ops.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
 from lazytensor.ops.conv_bn import conv2d, batch_norm, BatchNormSaved
@@ -44,7 +46,7 @@ __all__ = [
     "minimum", "where", "clip", "astype", "evaluate", "explain", "profile", "release_graphs", "default_device", "cuda_usable",
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
-    "BatchNormSaved", "CBR",
+    "BatchNormSaved", "CBR", "CacheWarning", "DeviceOutOfMemory",
     "conv2d_backward_data", "conv2d_backward_filter",
     "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
     "assign",
