@@ -159,9 +159,12 @@ def test_out_of_memory_for_a_cudnn_workspace(monkeypatch):
     allocator = FailingAllocator(once=True)     # the workspace fails; the retry's temporaries do not
     real_choose = ConvGraphCache._choose_plan
 
+    sizes = []
+
     def choose_then_fail(self, graph, table, pointers):
         plan = real_choose(self, graph, table, pointers)
         plan.workspace_bytes = max(plan.workspace_bytes, 4096)     # a workspace to allocate, whatever the plan
+        sizes.append(plan.workspace_bytes)
         allocator.armed = True                                     # ... and no memory for it
         return plan
 
@@ -175,7 +178,7 @@ def test_out_of_memory_for_a_cudnn_workspace(monkeypatch):
         allocator.armed = False
     assert allocator.failed == 2                # the first try and the retry, each at the workspace
     message = str(info.value)
-    assert "cuDNN workspace of plan" in message and "4,096 bytes" in message, message
+    assert "cuDNN workspace of plan" in message and f"{sizes[-1]:,} bytes" in message, message
     assert "in step 1 of" in message and "Nothing was written" in message and info.value.retried
     _assert_state(loop.state(), before)
     monkeypatch.setattr(ConvGraphCache, "_choose_plan", real_choose)
