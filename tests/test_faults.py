@@ -482,3 +482,78 @@ def test_a_host_memory_error_is_not_taken_for_the_gpus(monkeypatch):
     monkeypatch.setattr(steps_module, "before_step", host)
     with pytest.raises(MemoryError, match="numpy could not allocate"):
         lt.evaluate(lt.asarray(np.ones(3)) + 1)
+
+
+# -- the CUDA side's logic, without a GPU: the cubin cache and the out-of-memory translation ---------------
+
+def _compiler(monkeypatch):
+    from lazytensor.kernels.cuda_compile import CubinCompiler
+
+    compiler = object.__new__(CubinCompiler)
+    compiler.nvrtc_version, compiler.arch = (13, 0), 90
+    compiled = []
+    monkeypatch.setattr(compiler, "compile", lambda source, options: compiled.append(1) or b"\x7fELF cubin " * 40,
+                        raising=False)
+    return compiler, compiled
+
+
+@pytest.mark.parametrize("how", ["truncated", "emptied", "random bytes"])
+def test_a_damaged_cubin_file_is_compiled_again_with_one_warning(tmp_path, monkeypatch, how):
+    from lazytensor.kernels.render_cuda import CudaSource
+
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
+    source = CudaSource("lt_kernel", "extern \"C\" __global__ void lt_kernel() {}", False, "")
+    compiler, compiled = _compiler(monkeypatch)
+    data, path, how_obtained, _ = compiler.cubin(source)
+    assert how_obtained == "compiled" and path.exists() and path.read_bytes() != data    # sealed with a checksum
+    assert compiler.cubin(source)[0] == data and compiler.cubin(source)[2] == "disk"
+    _damage(path, how)
+    with pytest.warns(CacheWarning) as record:
+        again, _, how_obtained, _ = compiler.cubin(source)
+    assert (again, how_obtained) == (data, "compiled") and len(compiled) == 2
+    assert len(record) == 1 and str(path) in str(record[0].message)
+    assert compiler.cubin(source)[2] == "disk"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]                      # no temporary left
+
+
+def test_cubins_without_a_usable_cache_folder(tmp_path, monkeypatch):
+    from lazytensor.kernels.render_cuda import CudaSource
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(blocker))
+    compiler, compiled = _compiler(monkeypatch)
+    source = CudaSource("lt_kernel", "extern \"C\" __global__ void lt_kernel() {}", False, "")
+    with pytest.warns(CacheWarning, match="is a file, not a folder"):
+        data, path, how_obtained, _ = compiler.cubin(source)
+    assert path is None and how_obtained == "compiled"
+    assert compiler.cubin(source)[2] == "compiled" and len(compiled) == 2
+
+
+def test_a_cuda_allocation_failure_says_what_and_how_much():
+    from types import SimpleNamespace
+
+    from lazytensor.kernels.cuda import CudaBackend
+    from lazytensor.kernels.device_memory import DeviceOutOfMemory
+
+    def empty(shape, dtype):
+        raise OutOfMemoryError(2 * 3 * 4 * 2, 1 << 30)
+
+    backend = object.__new__(CudaBackend)
+    backend._cupy = SimpleNamespace(empty=empty)
+    with pytest.raises(DeviceOutOfMemory) as info:
+        backend.empty((2, 3, 4), np.float16)
+    assert info.value.nbytes == 48 and "an array of shape (2, 3, 4) float16" in str(info.value)
+    assert isinstance(info.value.__cause__, OutOfMemoryError)
+
+
+def test_a_cudnn_workspace_failure_keeps_its_words():
+    from lazytensor.cbr.cudnn_errors import CudnnOutOfMemory
+    from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
+
+    cause = OutOfMemoryError(1 << 22, 0)
+    error = CudnnOutOfMemory("the cuDNN workspace of plan eng0 for the conv graph of k", 1 << 22, cause)
+    assert is_out_of_memory(error) and not is_out_of_memory(MemoryError("host"))
+    translated = as_out_of_memory(error, "the step's own use")
+    assert translated.what.startswith("the cuDNN workspace") and translated.nbytes == 1 << 22
+    assert "4,194,304 bytes (4.0 MiB) for the cuDNN workspace of plan eng0" in str(translated)
