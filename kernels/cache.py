@@ -43,14 +43,10 @@ def _warn(message: str) -> None:
     warnings.warn(message, CacheWarning, stacklevel=3)
 
 
-def _root_of(path: Path) -> Path:
-    """lazytensor's cache folder when `path` lies in it, else `path` itself."""
-    root = cache_dir()
-    try:
-        Path(path).relative_to(root)
-        return root
-    except ValueError:
-        return Path(path)
+def _root_of(path) -> Path:
+    """lazytensor's cache folder when `path` lies in it, else `path` itself (absolute)."""
+    root, path = Path(os.path.abspath(cache_dir())), Path(os.path.abspath(path))
+    return root if path == root or root in path.parents else path
 
 
 def disk_unusable(path, why) -> None:
@@ -62,7 +58,7 @@ def disk_unusable(path, why) -> None:
         _unusable[str(root)] = str(why)
     if isinstance(why, OSError):
         why = f"{type(why).__name__}: {why.strerror or why}" + (f" ({why.filename})" if why.filename else "")
-    hint = ("set LAZYTENSOR_CACHE_DIR to a writable folder" if root == cache_dir()
+    hint = ("set LAZYTENSOR_CACHE_DIR to a writable folder" if root == _root_of(cache_dir())
             else "make that folder writable, or set NUMBA_CACHE_DIR to a writable folder")
     _warn(f"lazytensor cannot use the disk cache folder {root}: {why}. Running without the disk cache: "
           f"kernels are compiled again in every process. To fix it, {hint}.")
@@ -76,7 +72,7 @@ def usable(path) -> bool:
 def cache_folder(sub: str = "") -> Path | None:
     """cache_dir() / sub, created if needed; None (after one CacheWarning) when it cannot be used."""
     root = cache_dir()
-    if _unusable and str(root) in _unusable:
+    if _unusable and str(_root_of(root)) in _unusable:
         return None
     folder = root / sub
     try:
@@ -122,11 +118,13 @@ def write_atomically(path, data) -> bool:
             f.write(data)
         os.replace(tmp, path)
         return True
-    except OSError as e:
+    except BaseException as e:          # an interrupt too: no temporary is left behind
         try:
             tmp.unlink()
         except OSError:
             pass
+        if not isinstance(e, OSError):
+            raise
         disk_unusable(path.parent, e)
         return False
 
