@@ -20,7 +20,6 @@ from . import launch_log
 from .background_compile import BackgroundCompiler, wait_for_compiler
 from .cache import KernelCache, cache_folder, report_damaged, write_atomically
 from .interpret import run_program, run_reduction as interpret_reduction
-from .numba_cache import check_module
 from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
 from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
@@ -308,5 +307,6 @@ def _import(name, source, path):
     sys.modules[name] = module
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     if path is not None:
+        from .numba_cache import check_module      # imports numba, as the module above did
         check_module(module)
     return module

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .numba_cache import checked
+
 _F16 = np.dtype(np.float16)
 
 
@@ -34,6 +36,7 @@ def _window_argmax(x, n, p, q, c, kh, kw, sh, sw, ph, pw):
     return where
 
 
+@checked
 @njit(parallel=True, cache=True, nogil=True)
 def _forward(x, y, is_max, kh, kw, sh, sw, ph, pw):
     n_, h_in, w_in, c_ = x.shape
@@ -62,6 +65,7 @@ def _forward(x, y, is_max, kh, kw, sh, sw, ph, pw):
                 y[n, p, q, c] = acc if is_max else acc / (kh * kw)
 
 
+@checked
 @njit(parallel=True, cache=True, nogil=True)
 def _backward(x, g, dx, is_max, kh, kw, sh, sw, ph, pw):
     n_, h_in, w_in, c_ = dx.shape

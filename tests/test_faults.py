@@ -176,11 +176,14 @@ def test_processes_compiling_the_same_kernels_at_once(tmp_path):
     assert again["ok"] and again["cache"][0] == "disk" and again["warnings"] == [], again
 
 
-def test_cpu_finalize_kernels_have_checked_numba_caches():
+def test_fixed_numba_kernels_have_checked_caches():
+    """The numba kernels lazytensor ships (BN finalize, pooling) keep numba's cache files beside their
+    package: they are checked as the generated kernels' are."""
     from lazytensor.cbr import finalize_cpu
+    from lazytensor.kernels import pool_cpu
     from lazytensor.kernels.numba_cache import CheckedFunctionCache
 
-    for kernel in (finalize_cpu.finalize_train, finalize_cpu.finalize_inference, finalize_cpu.commit_running):
+    for kernel in (*finalize_cpu._compiled(), pool_cpu._forward, pool_cpu._backward):
         assert isinstance(kernel._cache, CheckedFunctionCache), kernel
 
 
@@ -398,6 +401,57 @@ def test_an_interrupt_between_cbr_steps_leaves_running_statistics_bit_identical(
         np.testing.assert_array_equal(y.numpy(), want_y)
         for got, expected in zip(_state(block), want):
             assert got.tobytes() == expected.tobytes()
+
+
+def _adamw(seed=5):
+    from lazytensor.nn.optim import AdamW
+
+    rng = np.random.default_rng(seed)
+    params = [lt.asarray(rng.standard_normal(shape).astype(dtype)) for shape, dtype in
+              (((3, 4), np.float32), ((5,), np.float32), ((2, 3), np.float16))]
+    grads = [lt.asarray(rng.standard_normal(p.shape).astype(p.dtype)) for p in params]
+    return AdamW(params, lr=0.01), params, grads
+
+
+def _optimizer_state(opt, params):
+    arrays = [p.numpy() for p in params] + [t.numpy() for t in (*opt.m, *opt.v)]
+    arrays += [m.numpy() for m in opt.master if m is not None]
+    return [a.copy() for a in arrays] + [opt.steps]
+
+
+def test_ctrl_c_during_an_optimizer_step_arrives_after_every_parameter_is_updated(monkeypatch):
+    """A real SIGINT at any step of any assignment in opt.step: the step completes, then the
+    KeyboardInterrupt arrives; parameters, moments, master weights and the step count are all new."""
+    import signal
+
+    from lazytensor.plan import steps as steps_module
+
+    reference, ref_params, grads = _adamw()
+    reference.step(grads)
+    want = _optimizer_state(reference, ref_params)
+    count = []
+    probe, probe_params, grads = _adamw()
+    monkeypatch.setattr(steps_module, "before_step", lambda i, step: count.append(i))
+    probe.step(grads)
+    assert len(count) >= 6, count
+    for at in range(len(count)):
+        opt, params, grads = _adamw()
+        seen = []
+
+        def interrupt(i, step, at=at):
+            seen.append(i)
+            if len(seen) - 1 == at:
+                signal.raise_signal(signal.SIGINT)
+
+        monkeypatch.setattr(steps_module, "before_step", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            opt.step(grads)
+        monkeypatch.setattr(steps_module, "before_step", None)
+        got = _optimizer_state(opt, params)
+        assert got[-1] == want[-1], f"interrupted at step {at}"
+        for g, w in zip(got[:-1], want[:-1]):
+            assert g.tobytes() == w.tobytes(), f"interrupted at step {at}"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 # -- running out of GPU memory: the runner's logic, with a step that fails as CuPy's allocator does ---------

@@ -2,6 +2,10 @@
 lt.explain; the planner (lazytensor.plan.planner) decides which steps an expression needs."""
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+
 from lazytensor.core.memory import owner
 from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
 from lazytensor.kernels.program import describe
@@ -35,6 +39,33 @@ def run_steps(steps, out=None) -> None:
         if error is e:
             raise
         raise error from e
+
+
+_held = None        # the interrupts an active interrupts_deferred() block holds back, or None
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Ctrl-C (SIGINT) held back until the block ends, then delivered: the writes inside all happen,
+    so an interrupt never leaves state half updated (an optimizer step's parameters and moments).
+    In the main thread only, where Python delivers signals; nested blocks defer to the outermost."""
+    global _held
+    previous = signal.getsignal(signal.SIGINT)
+    if _held is not None or previous is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = _held = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _held = None
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, held[0])
+            elif previous == signal.SIG_DFL:
+                raise KeyboardInterrupt
 
 
 def _writes_callers_memory(step, out) -> bool:
