@@ -14,6 +14,7 @@ import numpy as np
 from lazytensor.core.tensor import Tensor, empty, zeros
 from lazytensor.ops.elementwise import sqrt
 from lazytensor.plan.simultaneous import assign
+from lazytensor.plan.steps import interrupts_deferred
 
 _F32 = np.dtype(np.float32)
 
@@ -50,15 +51,17 @@ class Optimizer:
 
     def step(self, grads) -> None:
         grads = self._check(grads)
-        self.steps += 1
-        for i, (p, g) in enumerate(zip(self.params, grads)):
-            master = self.master[i]
-            weights = p if master is None else master
-            writes = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
-            new_weights = writes[-1][1]
-            if master is not None:
-                writes.append((p, new_weights.astype(p.dtype)))
-            assign(writes)
+        # Ctrl-C during the step arrives after it: every parameter and moment updated, never some.
+        with interrupts_deferred():
+            self.steps += 1
+            for i, (p, g) in enumerate(zip(self.params, grads)):
+                master = self.master[i]
+                weights = p if master is None else master
+                writes = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
+                new_weights = writes[-1][1]
+                if master is not None:
+                    writes.append((p, new_weights.astype(p.dtype)))
+                assign(writes)
 
     def _update(self, i: int, w, g) -> list:
         """[(tensor, its new value), ...] for parameter i, the weights last."""
