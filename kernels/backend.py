@@ -57,6 +57,11 @@ def default_device() -> str:
     return "cuda" if cuda_usable() else "cpu"
 
 
+def live_backends() -> list:
+    """The backends made so far in this process."""
+    return list(_backends.values())
+
+
 def backend_for(device: str):
     backend = _backends.get(device)
     if backend is not None:

@@ -433,7 +433,7 @@ def test_ctrl_c_during_an_optimizer_step_arrives_after_every_parameter_is_update
     probe, probe_params, grads = _adamw()
     monkeypatch.setattr(steps_module, "before_step", lambda i, step: count.append(i))
     probe.step(grads)
-    assert len(count) >= 6, count
+    assert len(count) >= 3, count          # one kernel per parameter at least
     for at in range(len(count)):
         opt, params, grads = _adamw()
         seen = []
@@ -611,3 +611,26 @@ def test_a_cudnn_workspace_failure_keeps_its_words():
     translated = as_out_of_memory(error, "the step's own use")
     assert translated.what.startswith("the cuDNN workspace") and translated.nbytes == 1 << 22
     assert "4,194,304 bytes (4.0 MiB) for the cuDNN workspace of plan eng0" in str(translated)
+
+
+def test_out_of_memory_in_several_results_is_retried_once_and_writes_once(monkeypatch):
+    """lt.assign of a swap: a retry after the failure must not swap twice."""
+    from lazytensor.plan import evaluate as evaluate_module
+    from lazytensor.plan import steps as steps_module
+
+    a0, b0 = np.arange(6, dtype=np.float32), -np.arange(6, dtype=np.float32)
+    a, b = lt.asarray(a0.copy()), lt.asarray(b0.copy())
+    freed = []
+    monkeypatch.setattr(evaluate_module, "release_all", lambda: freed.append(1))
+    failures = iter([OutOfMemoryError(24, 0)])
+
+    def fail_once(i, step):
+        error = next(failures, None)
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr(steps_module, "before_step", fail_once)
+    lt.assign([(a, b * 2), (b, a + 1)])
+    assert freed == [1]
+    np.testing.assert_array_equal(a.numpy(), b0 * 2)
+    np.testing.assert_array_equal(b.numpy(), a0 + 1)

@@ -10,7 +10,7 @@ from lazytensor.core.memory import address as _address
 from lazytensor.plan.planner import plan
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
-from lazytensor.kernels.backend import backend_for
+from lazytensor.kernels.backend import live_backends
 from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
 from lazytensor.plan.replay import release_all
 from lazytensor.plan.steps import run_steps
@@ -37,29 +37,49 @@ def assign(dest: Tensor, value, what: str = "assign") -> None:
     anything the caller holds was written, the memory CUDA graphs keep is freed and the assignment
     tried once more; then a DeviceOutOfMemory says what was being allocated."""
     try:
-        _assign(dest, value, what)
+        _assign(dest, value, what)          # the hot path: one call, a try that costs nothing
+        return
     except Exception as e:
         if not is_out_of_memory(e):
             raise
         error = _planning_error(e)
         if not error.untouched:
             _reraise(error, e)
-        free_device_memory(dest.backend)
+    retry_out_of_memory(lambda: _assign(dest, value, what), retried=True)
+
+
+_PLANNING = "while planning (taking the plan's temporaries)"
+
+
+def retry_out_of_memory(run, retried: bool = False, where: str = _PLANNING):
+    """run(), once more after freeing what lazytensor keeps on the device if it ran out of GPU memory
+    before writing anything the caller holds (retried: that happened already; free and run once).
+    where: what was being done, for an error no step raised."""
+    if not retried:
         try:
-            _assign(dest, value, what)
-        except Exception as e2:
-            if not is_out_of_memory(e2):
+            return run()
+        except Exception as e:
+            if not is_out_of_memory(e):
                 raise
-            error = _planning_error(e2)
-            error.retried = True
-            _reraise(error, e2)
+            error = _planning_error(e, where)
+            if not error.untouched:
+                _reraise(error, e)
+    free_device_memory()
+    try:
+        return run()
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        error = _planning_error(e, where)
+        error.retried = True
+        _reraise(error, e)
 
 
-def _planning_error(e):
-    """`e` as a DeviceOutOfMemory; one not raised by a step was raised while planning (nothing ran)."""
+def _planning_error(e, where: str = _PLANNING):
+    """`e` as a DeviceOutOfMemory; one not raised by a step was raised before any ran (nothing written)."""
     error = as_out_of_memory(e, "the plan's temporaries")
     if error.untouched is None:
-        error.context.append("while planning (taking the plan's temporaries)")
+        error.context.append(where)
         error.untouched = True
     return error
 
@@ -70,13 +90,14 @@ def _reraise(error, cause):
     raise error from cause
 
 
-def free_device_memory(backend) -> None:
-    """Give back what lazytensor keeps on the device: the CUDA graphs' temporaries, then the pool's
-    free blocks."""
+def free_device_memory() -> None:
+    """Give back what lazytensor keeps on the device: the CUDA graphs' temporaries, then the memory
+    pools' free blocks."""
     release_all()
-    free = getattr(backend, "free_cached_memory", None)
-    if free is not None:
-        free()
+    for backend in live_backends():
+        free = getattr(backend, "free_cached_memory", None)
+        if free is not None:
+            free()
 
 
 def _assign(dest: Tensor, value, what: str) -> None:
@@ -119,22 +140,7 @@ def evaluate(expr, *more):
         return expr
     if not isinstance(expr, Operand):
         return asarray(expr)
-    try:
-        dest = empty(expr.shape, expr.dtype, expr.device)
-    except Exception as e:
-        if not is_out_of_memory(e):
-            raise
-        backend = backend_for(expr.device)
-        free_device_memory(backend)
-        try:
-            dest = empty(expr.shape, expr.dtype, expr.device)
-        except Exception as e2:
-            if not is_out_of_memory(e2):
-                raise
-            error = as_out_of_memory(e2, "the result")
-            error.context.append("for the result of lt.evaluate")
-            error.retried = error.untouched = True
-            _reraise(error, e2)
+    dest = retry_out_of_memory(lambda: empty(expr.shape, expr.dtype, expr.device), where="for the result")
     assign(dest, expr)
     return dest
 

@@ -9,7 +9,9 @@ from lazytensor.core import dtypes as _dt
 from lazytensor.core.operand import Operand
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
-from lazytensor.plan.evaluate import _as_expression, assign as _assign_one
+from lazytensor.kernels.device_memory import DeviceOutOfMemory
+from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, retry_out_of_memory
+from lazytensor.plan.steps import run_steps
 from lazytensor.plan.several import plan_several
 
 
@@ -50,7 +52,7 @@ def assign(pairs) -> None:
     if len(pairs) == 1:
         _assign_one(*pairs[0])
         return
-    _write(pairs)
+    retry_out_of_memory(lambda: _write(pairs))
 
 
 def evaluate_all(exprs) -> tuple:
@@ -68,7 +70,7 @@ def evaluate_all(exprs) -> tuple:
     if len(pairs) == 1:
         _assign_one(*pairs[0])
     elif pairs:
-        _write(pairs)
+        retry_out_of_memory(lambda: _write(pairs))
     return tuple(results)
 
 
@@ -79,6 +81,10 @@ def _write(pairs) -> None:
     for dest, node in pairs:
         by_device.setdefault(dest.device, []).append((dest, node))
     plans = [plan_several([(d.data, n) for d, n in group], group[0][0].backend) for group in by_device.values()]
-    for steps in plans:          # every plan is made (and every error raised) before anything runs
-        for step in steps:
-            step.run()
+    for k, (steps, group) in enumerate(zip(plans, by_device.values())):
+        # every plan is made (and every error raised) before anything runs
+        try:
+            run_steps(steps, [d.data for d, _ in group])
+        except DeviceOutOfMemory as e:
+            e.untouched = e.untouched and not k     # an earlier device's results are written
+            raise

@@ -18,8 +18,8 @@ before_step = None
 def run_steps(steps, out=None) -> None:
     """Run a plan's steps in order: the one loop every plan goes through. Running out of GPU memory
     in a step raises DeviceOutOfMemory saying which step, and whether anything the caller holds was
-    written before it (`out`, the plan's destination; running statistics are written by the last
-    step only, lazytensor.plan.cbr_plan's CommitStep)."""
+    written before it (`out`, the plan's destination or a list of them; running statistics are
+    written by the last step only, lazytensor.plan.cbr_plan's CommitStep)."""
     step = None
     try:
         if before_step is None:
@@ -35,7 +35,8 @@ def run_steps(steps, out=None) -> None:
         i = next(k for k, s in enumerate(steps) if s is step)
         error = as_out_of_memory(e, "the step's own use")
         error.context.append(f"in step {i + 1} of {len(steps)} of the plan ({type(step).__name__})")
-        error.untouched = not any(_writes_callers_memory(s, out) for s in steps[:i])
+        outs = {id(owner(o)) for o in (out if isinstance(out, (list, tuple)) else (out,)) if o is not None}
+        error.untouched = not any(_writes_callers_memory(s, outs) for s in steps[:i])
         if error is e:
             raise
         raise error from e
@@ -68,11 +69,12 @@ def interrupts_deferred():
                 raise KeyboardInterrupt
 
 
-def _writes_callers_memory(step, out) -> bool:
+def _writes_callers_memory(step, outs) -> bool:
     if hasattr(step, "running"):                # commits running statistics
         return True
-    target = getattr(step, "out", None)
-    return out is not None and target is not None and owner(target) is owner(out)
+    targets = getattr(step, "out", None)
+    targets = targets if isinstance(targets, (list, tuple)) else (targets,)
+    return any(t is not None and hasattr(t, "shape") and id(owner(t)) in outs for t in targets)
 
 
 def _indent(text: str) -> str:
