@@ -46,6 +46,12 @@ class Const:
             value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
         elif type(value) is int and dtype.kind in "fc":
             value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
+        limit = _ROUNDED_ABOVE.get(dtype)
+        if limit is not None and type(value) is float and abs(value) > limit:
+            # NumPy casts a weak Python float to the op's dtype at the op: out of the dtype's range it
+            # becomes inf, with NumPy's own overflow warning, here on the line that built the node
+            # (not later, each time a kernel's argument is converted).
+            value = float(dtype.type(value))
         self.value = value
         self.dtype = dtype
         skey = _const_keys.get(dtype)
@@ -54,6 +60,9 @@ class Const:
 
 
 _const_keys: dict = {}
+# Python floats above these magnitudes are rounded to the Const's dtype when it is built: every
+# float16 value (its kernels take it as a float32 argument), and float32 values beyond its range.
+_ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finfo(np.float32).max)}
 
 
 def _const_key(dtype) -> int:
