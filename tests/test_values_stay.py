@@ -129,12 +129,22 @@ def test_a_value_that_reads_its_destination_keeps_its_value():
     np.testing.assert_array_equal(t.numpy(), np.arange(4.0) * 3)
 
 
+def test_in_place_operand_held_elsewhere_keeps_its_value():
+    t = _cpu(np.arange(4.0))
+    inner = t * 2                              # held: evaluated before `t += inner` writes t
+    t += inner
+    t += t * 3                                 # a temporary operand: no evaluation of its own
+    np.testing.assert_array_equal(inner.numpy(), np.arange(4.0) * 2)
+    np.testing.assert_array_equal(t.numpy(), np.arange(4.0) * 3 * 4)
+
+
 def test_in_place_stays_one_kernel():
     a = _cpu(np.arange(8.0)); b = _cpu(np.ones(8))
     a[...] = a * 2 + b                        # warm the kernel
+    a += a * b
     with lt.profile() as p:
         a[...] = a * 2 + b
-        a += b * 3
+        a += a * b                            # the operand reads a, but only this line holds it
     assert len(p.kernels) == 2
 
 

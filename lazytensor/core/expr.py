@@ -139,12 +139,11 @@ class Expr(Operand):
                 leaves += (a,)
                 if me is None:
                     me = _ref(self)
-                m = a.memory
+                m = a.memory            # inline register(): this runs for every operator
                 if m is None:
                     m = memory_of(a)
-                readers = m.readers
-                readers.append(me)
-                if len(readers) > m.limit:
+                m.append(me)
+                if len(m) > m.limit:
                     m.sweep()
         self.epoch = epoch
         self.shared = shared

@@ -14,26 +14,20 @@ import weakref
 from lazytensor.core.memory import owner
 
 
-class Memory:
-    """The readers of one allocation: weak references to the nodes that read it directly."""
-    __slots__ = ("readers", "limit", "__weakref__")
+class Memory(list):
+    """The readers of one allocation: weak references to the nodes that read it directly (the
+    list itself, so that registering is one append)."""
+    __slots__ = ("limit", "__weakref__")
 
     def __init__(self):
-        self.readers: list = []
+        super().__init__()
         self.limit = 16             # sweep out dead references when the list grows past this
 
     def sweep(self) -> list:
         """The live readers (the list keeps only their references)."""
-        live = []
-        refs = []
-        for r in self.readers:
-            node = r()
-            if node is not None:
-                live.append(node)
-                refs.append(r)
-        self.readers = refs
-        self.limit = 2 * len(refs) + 16
-        return live
+        self[:] = [r for r in self if r() is not None]
+        self.limit = 2 * len(self) + 16
+        return [node for node in (r() for r in self) if node is not None]
 
 
 # id(owner) -> a weak reference to its record. A record lives as long as a Tensor that looked it up
@@ -67,7 +61,6 @@ def register(node, ref, t) -> None:
     m = t.memory
     if m is None:
         m = memory_of(t)
-    readers = m.readers
-    readers.append(ref)
-    if len(readers) > m.limit:
+    m.append(ref)
+    if len(m) > m.limit:
         m.sweep()

@@ -5,6 +5,8 @@ Reading a Tensor in an expression computes nothing; writing one (`y[...] = e`, `
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from lazytensor.core import dtypes as _dt
@@ -51,8 +53,11 @@ class Tensor(Operand):
         return self
 
     def _inplace(self, op, other):
+        # An operand nothing else holds (the temporary `b * a` of `a += b * a`) is part of the value
+        # being written: the write need not evaluate it first, though it reads `a` (plan.writes).
+        private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()
         from lazytensor.core.expr import apply
-        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from")
+        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from", private=private)
         return self
 
     def __iadd__(self, o): return self._inplace("add", o)
@@ -89,6 +94,25 @@ class Tensor(Operand):
         body = np.array2string(upward.evaluation.to_numpy_shared(self), separator=", ", prefix="Tensor(", threshold=200)
         return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
 
+
+class _CallShape:
+    """The call path of an in-place operator (`t += x` -> __iadd__ -> _inplace), to count the
+    references that path itself holds to a temporary right operand: the interpreter's stack,
+    each frame's parameter and getrefcount's argument."""
+    def __iadd__(self, o): return self._inplace("add", o)
+
+    def _inplace(self, op, other):
+        self.count = sys.getrefcount(other)
+        return self
+
+
+def _operand_call_refs() -> int:
+    probe = _CallShape()
+    probe += object()
+    return probe.count
+
+
+_OPERAND_CALL_REFS = _operand_call_refs()
 
 _load_keys: dict = {}
 

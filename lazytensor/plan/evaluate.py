@@ -29,14 +29,15 @@ def _as_expression(value, dest: Tensor):
     return Const(_dt.scalar_value(value, dest.dtype), dest.dtype)
 
 
-def assign(dest: Tensor, value, what: str = "assign") -> None:
+def assign(dest: Tensor, value, what: str = "assign", private=()) -> None:
     """dest[...] = value, as one fused kernel when value is elementwise. Every write to a tensor
-    comes here, and goes through lazytensor.plan.writes.before_write first."""
+    comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
+    value's that only the caller holds, see before_write)."""
     if type(value) is Expr:
         if value.result is not None:
             value = value.result                # evaluated: its value is that tensor
         else:
-            reads = before_write((dest,), (value,))
+            reads = before_write((dest,), (value,), private)
             value.settle()
             memo = value.last_plan
             if memo is not None and memo[0] is dest.data:

@@ -26,14 +26,16 @@ from lazytensor.core.expr import Expr
 from lazytensor.core.readers import memory_of
 
 
-def before_write(dests, values) -> list:
+def before_write(dests, values, private=()) -> list:
     """Call before writing values[i] into the Tensor dests[i] (every value is read before any
     destination is written). Returns, per value, whether it reads the memory of a destination:
-    then pass it to after_write once the writes are done."""
+    then pass it to after_write once the writes are done. private: nodes of the values that the
+    caller knows nothing else holds, though its own frames do (the operand of an in-place
+    operator, when it was a temporary)."""
     reads = [False] * len(values)
     for dest in dests:
         m = memory_of(dest)
-        if not m.readers:
+        if not m:
             continue
         dag = _Dag(values)                  # counted first, while no other list holds the nodes
         direct = set()
@@ -50,8 +52,9 @@ def before_write(dests, values) -> list:
         # Inside the values: a node that reads m is settled where something outside holds it
         # (its value is seen from outside); the values themselves keep their destinations after.
         reading = dag.reading(direct)
-        inside = [n for n in dag.order if id(n) in reading and dag.extra[id(n)] - (id(n) in direct) > 0
-                  and not dag.is_root(n)]
+        mine = {id(p) for p in private}
+        inside = [n for n in dag.order if id(n) in reading and dag.extra[id(n)] > 0
+                  and not dag.is_root(n) and id(n) not in mine]
         for j, v in enumerate(values):
             if id(v) in reading:
                 reads[j] = True

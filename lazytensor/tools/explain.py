@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from lazytensor.plan import recipes
 from lazytensor.plan.planner import plan
+from lazytensor.core.expr import Expr
 from lazytensor.core.render_tree import render_tree
 from lazytensor.core.tensor import Tensor
 
@@ -19,6 +20,10 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
         from lazytensor.core.tensor import empty
         out = empty(expr.shape, expr.dtype, expr.device)
     node = _as_expression(expr, out)
+    if type(node) is Expr:
+        node.settle()               # as assignment does: nodes evaluated since it was built are read
+        if node.result is not None:
+            node = node.result      # evaluated: assigning it copies its result
     steps = plan(node, out.data, out.backend)
     lines = [f"expression: {render_tree(node)}",
              f"result: {out.dtype.name} {out.shape} on {out.device}",
