@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import dtypes as _dt
-from lazytensor.core.expr import Const, Expr
+from lazytensor.core.expr import RESULTS, Const, Expr
+from lazytensor.core.readers import memory_of
 from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
 from lazytensor.plan.planner import plan
@@ -33,12 +34,17 @@ def assign(dest: Tensor, value, what: str = "assign", private=()) -> None:
     """dest[...] = value, as one fused kernel when value is elementwise. Every write to a tensor
     comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
     value's that only the caller holds, see before_write)."""
+    readers = dest.memory
+    if readers is None:
+        readers = memory_of(dest)
     if type(value) is Expr:
         if value.result is not None:
             value = value.result                # evaluated: its value is that tensor
         else:
-            reads = before_write((dest,), (value,), private)
-            value.settle()
+            # Only where live expressions read dest's memory is there anything to do before the write.
+            reads = before_write((dest,), (value,), private) if readers else None
+            if value.epoch != RESULTS[0]:
+                value.settle()
             memo = value.last_plan
             if memo is not None and memo[0] is dest.data:
                 # The same expression into the same memory again: its plan still holds (its
@@ -47,14 +53,15 @@ def assign(dest: Tensor, value, what: str = "assign", private=()) -> None:
                     step.run()
             else:
                 _write(dest, value, what)
-            if reads[0]:
+            if reads is not None and reads[0]:
                 after_write((dest,), (value,), reads)
             return
     node = _as_expression(value, dest)
     if type(node) is Tensor and _same_memory(node.data, dest.data):
         _check(node, dest, what)
         return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
-    before_write((dest,), (node,))
+    if readers:
+        before_write((dest,), (node,))
     _write(dest, node, what)
 
 
@@ -68,7 +75,8 @@ def _check(node, dest: Tensor, what: str) -> None:
 
 
 def _write(dest: Tensor, node, what: str) -> None:
-    _check(node, dest, what)
+    if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
+        _check(node, dest, what)
     steps = plan(node, dest.data, dest.backend, replay=True)
     for step in steps:
         step.run()
