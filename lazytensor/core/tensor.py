@@ -57,7 +57,8 @@ class Tensor(Operand):
         # being written: the write need not evaluate it first, though it reads `a` (plan.writes).
         private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()
         from lazytensor.core.expr import apply
-        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from", private=private)
+        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from", private=private,
+                                 held=False)
         return self
 
     def __iadd__(self, o): return self._inplace("add", o)

@@ -30,10 +30,11 @@ def _as_expression(value, dest: Tensor):
     return Const(_dt.scalar_value(value, dest.dtype), dest.dtype)
 
 
-def assign(dest: Tensor, value, what: str = "assign", private=()) -> None:
+def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> None:
     """dest[...] = value, as one fused kernel when value is elementwise. Every write to a tensor
     comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
-    value's that only the caller holds, see before_write)."""
+    value's that only the caller holds, see before_write; held=False: the caller built value and
+    drops it, so it need not keep dest as its result)."""
     readers = dest.memory
     if readers is None:
         readers = memory_of(dest)
@@ -53,7 +54,7 @@ def assign(dest: Tensor, value, what: str = "assign", private=()) -> None:
                     step.run()
             else:
                 _write(dest, value, what)
-            if reads is not None and reads[0]:
+            if held and reads is not None and reads[0]:
                 after_write((dest,), (value,), reads)
             return
     node = _as_expression(value, dest)
