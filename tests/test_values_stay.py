@@ -50,12 +50,14 @@ def test_array_protocol_copy_argument():
     t = _cpu(np.arange(3.0))
     shared = np.asarray(t)                     # copy=None: may share, as np.asarray of an array
     assert np.shares_memory(shared, t.data)
-    assert np.shares_memory(np.asarray(t, copy=False) if np.lib.NumpyVersion(np.__version__) >= "2.0.0"
-                            else shared, t.data)
+    assert np.shares_memory(np.asarray(t, copy=False), t.data)
     assert not np.shares_memory(np.array(t), t.data)
     assert np.asarray(t, dtype=np.float32).dtype == np.float32
     with pytest.raises(ValueError, match="only by a copy"):
-        t.__array__(dtype=np.float32, copy=False)
+        np.asarray(t, dtype=np.float32, copy=False)
+    e = t * 2                                  # an expression: evaluated once, its result shared
+    assert np.shares_memory(np.asarray(e), np.asarray(e, copy=False))
+    assert not np.shares_memory(np.array(e), np.asarray(e))
 
 
 def test_expression_reads_tensors_as_built():
@@ -247,3 +249,20 @@ def test_random_programs_match_numpy_step_by_step(program, seed):
         np.testing.assert_array_equal(lazy.numpy(), value)
     for t, h in zip(tensors, host):
         np.testing.assert_array_equal(t.numpy(), h)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
+def test_on_cuda_copies_and_writes_keep_values():
+    t = lt.asarray(np.arange(4.0, dtype=np.float32), device="cuda")
+    with pytest.raises(ValueError, match="copy to the host"):
+        np.asarray(t, copy=False)
+    snap, got, host = np.asarray(t), t.get(), t.numpy()
+    m = t.max()
+    e = t * 2
+    t -= m
+    for a in (snap, got, host):
+        np.testing.assert_array_equal(a, np.arange(4.0))
+    assert float(m) == 3.0
+    np.testing.assert_array_equal(e.numpy(), np.arange(4.0) * 2)
+    np.testing.assert_array_equal(t.numpy(), np.arange(4.0) - 3)
