@@ -74,6 +74,14 @@ def test_expression_reads_tensors_as_built():
     assert [float(h) for h in hist] == [3.0, 4.0, 5.0]
 
 
+def test_explain_shows_what_a_write_evaluates_first():
+    x = _cpu(np.array([1., 2., 3.]))
+    m = x.max()
+    text = lt.explain(x - m, out=x, source=False)
+    assert "before the write: 1 live expression" in text and "max(t0" in text, text
+    assert "before the write" not in lt.explain(x - m, source=False)     # a new destination
+
+
 def test_gradient_descent_as_in_numpy():
     rng = np.random.default_rng(0)
     Xn = rng.standard_normal((40, 3)); yn = rng.standard_normal(40)

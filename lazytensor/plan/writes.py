@@ -34,35 +34,45 @@ def before_write(dests, values, private=()) -> list:
     operator, when it was a temporary)."""
     reads = [False] * len(values)
     for dest in dests:
-        m = memory_of(dest)
-        if not m:
+        if not memory_of(dest):
             continue
-        dag = _Dag(values)                  # counted first, while no other list holds the nodes
-        direct = set()
-        outside = []                        # live readers that the values do not reach
-        for node in m.sweep():
-            result = node.result
-            if result is not None and result.memory is not m:
-                continue                    # settled before: it reads memory of its own
-            direct.add(id(node))
-            if id(node) not in dag.extra:
-                outside.append(node)
-        if not direct:
-            continue
-        # Inside the values: a node that reads m is settled where something outside holds it
-        # (its value is seen from outside); the values themselves keep their destinations after.
-        reading = dag.reading(direct)
-        mine = {id(p) for p in private}
-        inside = [n for n in dag.order if id(n) in reading and dag.extra[id(n)] > 0
-                  and not dag.is_root(n) and id(n) not in mine]
-        for j, v in enumerate(values):
-            if id(v) in reading:
-                reads[j] = True
-        del dag
-        for node in inside + outside:       # children first: a parent then reads their results
+        nodes, dest_reads = readers_to_settle(dest, values, private)
+        reads = [a or b for a, b in zip(reads, dest_reads)]
+        for node in nodes:                  # children first: a parent then reads their results
             _settle(node)
-        del inside, outside
+        del nodes
     return reads
+
+
+def readers_to_settle(dest, values, private=()) -> tuple:
+    """-> (the live nodes that a write of `values` into `dest` evaluates first, children first;
+    per value, whether it reads dest's memory). lt.explain shows the first."""
+    m = memory_of(dest)
+    reads = [False] * len(values)
+    if not m:
+        return [], reads
+    dag = _Dag(values)                      # counted first, while no other list holds the nodes
+    direct = set()
+    outside = []                            # live readers that the values do not reach
+    for node in m.sweep():
+        result = node.result
+        if result is not None and result.memory is not m:
+            continue                        # settled before: it reads memory of its own
+        direct.add(id(node))
+        if id(node) not in dag.extra:
+            outside.append(node)
+    if not direct:
+        return [], reads
+    # Inside the values: a node that reads m is settled where something outside holds it (its
+    # value is seen from outside); the values themselves keep their destinations after the write.
+    reading = dag.reading(direct)
+    mine = {id(p) for p in private}
+    inside = [n for n in dag.order if id(n) in reading and dag.extra[id(n)] > 0
+              and not dag.is_root(n) and id(n) not in mine]
+    for j, v in enumerate(values):
+        if id(v) in reading:
+            reads[j] = True
+    return inside + outside, reads
 
 
 def after_write(dests, values, reads) -> None:
