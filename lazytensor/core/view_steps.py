@@ -124,6 +124,8 @@ def nocopy_strides(shape, strides, newshape, itemsize):
 def view(x, step):
     """x viewed through `step`; x is a Tensor, an expression or a NumPy array."""
     x = _tensor.as_node(x)
+    if type(x) is Expr and x.result is not None:
+        x = x.result                # an evaluated node is its result
     new_shape = shape_after(tuple(x.shape), step)
     if isinstance(x, _tensor.Tensor):
         try:

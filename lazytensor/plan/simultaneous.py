@@ -10,7 +10,9 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
 from lazytensor.plan.evaluate import _as_expression, assign as _assign_one
+from lazytensor.core.expr import RESULTS, Expr
 from lazytensor.plan.several import plan_several
+from lazytensor.plan.writes import after_write, before_write
 
 
 def checked_pairs(pairs, what: str = "assign") -> list:
@@ -54,12 +56,11 @@ def assign(pairs) -> None:
 
 
 def evaluate_all(exprs) -> tuple:
-    """New Tensors holding the values of `exprs`, evaluated together (a Tensor comes back as it is)."""
+    """New Tensors holding the values of `exprs`, evaluated together (a Tensor is copied, as
+    lt.evaluate(t) copies it)."""
     results, pairs = [], []
     for e in exprs:
-        if isinstance(e, Tensor):
-            results.append(e)
-        elif not isinstance(e, Operand):
+        if not isinstance(e, Operand):
             results.append(asarray(e))
         else:
             dest = empty(e.shape, e.dtype, e.device)
@@ -69,12 +70,20 @@ def evaluate_all(exprs) -> tuple:
         _assign_one(*pairs[0])
     elif pairs:
         _write(pairs)
+    for dest, e in pairs:           # an evaluated expression keeps its value, as with lt.evaluate(e)
+        if type(e) is Expr and e.result is None:
+            e.keep_result(dest)
     return tuple(results)
 
 
 def _write(pairs) -> None:
     """Runs the plan of several checked (destination, node) pairs: the one function through which
-    several results are written (a hook that must see each destination before its write goes here)."""
+    several results are written. Expressions built earlier that read a destination are settled
+    first (lazytensor.plan.writes), once for all the destinations, before anything is written."""
+    dests = [d for d, _ in pairs]
+    values = [n for _, n in pairs]
+    reads = before_write(dests, values)
+    pairs = [(d, _settled(n)) for d, n in pairs]
     by_device: dict = {}
     for dest, node in pairs:
         by_device.setdefault(dest.device, []).append((dest, node))
@@ -82,3 +91,16 @@ def _write(pairs) -> None:
     for steps in plans:          # every plan is made (and every error raised) before anything runs
         for step in steps:
             step.run()
+    after_write(dests, values, reads)
+
+
+def _settled(node):
+    """The node to plan: an evaluated expression is its result; one whose operands were evaluated
+    since it was built reads their results (Expr.settle)."""
+    if type(node) is not Expr:
+        return node
+    if node.result is not None:
+        return node.result
+    if node.epoch != RESULTS[0]:
+        node.settle()
+    return node
