@@ -22,6 +22,10 @@ from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the 
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
+# Gradients (issue 11): lt.grad builds the backward as lazy expressions; lt.explain_grad shows them
+from lazytensor.autodiff import grad, Gradients
+from lazytensor.tools.explain_grad import explain_grad
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -33,4 +37,5 @@ __all__ = [
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
+    "grad", "Gradients", "explain_grad",
 ]

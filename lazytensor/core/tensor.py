@@ -16,7 +16,7 @@ from lazytensor.core.operand import Operand
 class Tensor(Operand):
     # A Tensor never changes which memory it views, so its shape and dtype are plain attributes
     # (read on every operator, cheaper than properties) and its structure id is fixed.
-    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "__weakref__")
+    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "view_of", "__weakref__")
 
     def __init__(self, data, device: str):
         dtype = data.dtype
@@ -27,6 +27,7 @@ class Tensor(Operand):
         k = _load_keys.get(dtype)
         self.skey = k if k is not None else _load_key(_dt.check_supported(dtype))
         self.layout = None      # what a plan recipe's signature reads of the array, once (lazytensor.plan.recipes)
+        self.view_of = None     # (base Tensor, ((view step, shape after it), ...)) when made as a view (core.view_steps)
 
     heavy = False
     shared = False
