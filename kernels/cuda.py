@@ -74,13 +74,13 @@ class CudaBackend:
         if isinstance(obj, cp.ndarray):
             array = obj
         elif isinstance(obj, np.ndarray):
-            array = cp.asarray(obj)
+            array = from_host(cp, obj)
         elif hasattr(obj, "__cuda_array_interface__"):
             array = cp.asarray(obj)
         elif hasattr(obj, "__dlpack__") and _dlpack_on_cuda(obj):
             array = cp.from_dlpack(obj)
         else:
-            array = cp.asarray(np.asarray(obj))
+            array = from_host(cp, np.asarray(obj))
         if dtype is not None and array.dtype != np.dtype(dtype):
             array = array.astype(dtype)       # a conversion is a new array, as np.asarray(x, dtype) makes
         return array
@@ -278,6 +278,15 @@ class CudaBackend:
 
 def _nothing():
     pass
+
+
+def from_host(cp, a: np.ndarray):
+    """A device copy of host array `a`, bit for bit. cupy.asarray fills a 0-d array from its value
+    (ndarray.fill), and fill writes any value equal to 0 with a memset: a float -0.0 arrived as
+    +0.0. So a 0-d array travels as its one-element 1-d view, copied as bytes like any other."""
+    if a.ndim == 0:
+        return cp.asarray(a.reshape(1)).reshape(())
+    return cp.asarray(a)
 
 
 def describe_geometry(geometry: LaunchGeometry) -> str:

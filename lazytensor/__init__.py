@@ -35,6 +35,9 @@ from lazytensor.ops.softmax import logsumexp, log_softmax, softmax, cross_entrop
 from lazytensor.plan import matmul_plan as _matmul_plan, pooling_plan as _pooling_plan  # noqa: F401  (register)
 # Several results at once: lt.assign([(dst, e), ...]); lt.evaluate(e1, e2, ...) is plan/evaluate's
 from lazytensor.plan.simultaneous import assign
+# Gradients (issue 11): lt.grad builds the backward as lazy expressions; lt.explain_grad shows them
+from lazytensor.autodiff import grad, Gradients
+from lazytensor.tools.explain_grad import explain_grad
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
@@ -50,4 +53,5 @@ __all__ = [
     "conv2d_backward_data", "conv2d_backward_filter",
     "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
     "assign",
+    "grad", "Gradients", "explain_grad",
 ]

@@ -64,8 +64,7 @@ def test_same_index_map_stays_one_in_place_kernel():
     x, y = _array((7, 9)), _array((7, 9), 3)
     a, b = lt.asarray(x.copy()), lt.asarray(y)
     data = a.data
-    expr = a * 2 + b
-    n, text = _steps(expr, a)
+    n, text = _steps(a * 2 + b, a)      # (an expression held across the write would be evaluated first)
     assert n == 1 and "temporary" not in text, text
     with lt.profile() as p:
         a[...] = a * 2 + b

@@ -121,7 +121,9 @@ def test_assignment_forms_agree_with_numpy():
         np.testing.assert_array_equal(got.numpy(), want)
     np.testing.assert_array_equal(np.asarray(e), want)
     np.testing.assert_array_equal(e.numpy(), want)
-    assert lt.evaluate(a) is a
+    copied = lt.evaluate(a)         # a new Tensor, as np.array(a): new memory, the same values
+    assert copied is not a and not np.shares_memory(copied.data, a.data)
+    np.testing.assert_array_equal(copied.numpy(), a.numpy())
 
 
 def test_inplace_operators_keep_the_buffer():

@@ -334,3 +334,24 @@ def test_random_dags_match_numpy():
         assert_matches(got.numpy(), dag.expected, dag.err, repr(dag))
 
     check()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_zero_d_negative_zero_keeps_its_sign(dtype):
+    """The random-DAG failure: negative(t[float16[]]) of a 0-d -0.0 gave -0.0 (NumPy: +0.0), as
+    cupy.asarray filled the 0-d array with a memset. Also the 0-d tensors other paths make."""
+    for t in (lt.asarray(np.array(-0.0, dtype), device="cuda"), lt.asarray(dtype(-0.0), device="cuda"),
+              lt.asarray(lt.asarray(np.array(-0.0, dtype), device="cpu"), device="cuda")):
+        assert t.device == "cuda" and np.signbit(t.numpy())
+        assert not np.signbit((-t).numpy())
+        assert np.signbit((t * 1.0).numpy()) and not np.signbit((t + 0.0).numpy())
+
+
+def test_out_of_range_scalar_converts_without_warning_at_launch():
+    import warnings
+    t = lt.asarray(np.ones(5, np.float16), device="cuda")
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        e = t + 70000.0                     # NumPy warns here too
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(e.numpy(), np.full(5, np.inf, np.float16))

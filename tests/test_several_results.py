@@ -89,6 +89,7 @@ def test_gradients_of_sum_tanh_are_one_kernel():
     a, b, c, d = (lt.asarray(x.copy()) for x in (an, bn, cn, dn))
     t = lt.tanh(a * b + c)
     dz = d * (1 - t * t)
+    text = lt.explain([dz * b, dz * a, dz, t], source=False)     # before: evaluated expressions keep results
     with lt.profile() as p:
         ga, gb, gc, gd = lt.evaluate(dz * b, dz * a, dz, t)
     assert _kinds(p) == ["elementwise"]
@@ -96,7 +97,6 @@ def test_gradients_of_sum_tanh_are_one_kernel():
     dzn = dn * (1 - tn * tn)
     for got, ref in zip((ga, gb, gc, gd), (dzn * bn, dzn * an, dzn, tn)):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-6)
-    text = lt.explain([dz * b, dz * a, dz, t], source=False)
     assert "FusedElementwise with 4 outputs" in text and "6 shared by several outputs" in text
 
 
@@ -235,8 +235,10 @@ def test_evaluate_forms():
     a = lt.asarray(_f32(5, seed=16))
     one = lt.evaluate(a + 1)
     assert isinstance(one, lt.Tensor)
-    same, new = lt.evaluate(a, a * 2)
-    assert same is a and isinstance(new, lt.Tensor)
+    copy, new = lt.evaluate(a, a * 2)
+    assert copy is not a and isinstance(new, lt.Tensor)          # a Tensor is copied, as by lt.evaluate(a)
+    np.testing.assert_array_equal(copy.numpy(), a.numpy())
+    assert not np.shares_memory(copy.numpy(), a.numpy())
     x, y = lt.evaluate(a + 1, [1.0, 2.0])
     assert np.asarray(y).tolist() == [1.0, 2.0]
 

@@ -6,6 +6,8 @@ op's loop dtype, an explicit `astype` node is inserted, so code generators see e
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from lazytensor.kernels.ops import OPS
@@ -13,9 +15,12 @@ from lazytensor.core.operand import Operand
 from lazytensor.core import dtypes as _dt
 from lazytensor.core.rewrites import REWRITES
 from lazytensor.core.shapes import broadcast_shapes
+from lazytensor.core.readers import memory_of, register
 
 
 _structures: dict = {}
+RESULTS = [0]       # how many nodes have been given a result so far (see Expr.epoch)
+_ref = weakref.ref
 
 
 def structure_id(key: tuple) -> int:
@@ -41,6 +46,12 @@ class Const:
             value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
         elif type(value) is int and dtype.kind in "fc":
             value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
+        limit = _ROUNDED_ABOVE.get(dtype)
+        if limit is not None and type(value) is float and abs(value) > limit:
+            # NumPy casts a weak Python float to the op's dtype at the op: out of the dtype's range it
+            # becomes inf, with NumPy's own overflow warning, here on the line that built the node
+            # (not later, each time a kernel's argument is converted).
+            value = float(dtype.type(value))
         self.value = value
         self.dtype = dtype
         skey = _const_keys.get(dtype)
@@ -49,6 +60,9 @@ class Const:
 
 
 _const_keys: dict = {}
+# Python floats above these magnitudes are rounded to the Const's dtype when it is built: every
+# float16 value (its kernels take it as a float32 argument), and float32 values beyond its range.
+_ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finfo(np.float32).max)}
 
 
 def _const_key(dtype) -> int:
@@ -59,43 +73,79 @@ def _const_key(dtype) -> int:
 class Expr(Operand):
     """An op applied to operands. Besides the IR fields it carries what dispatch needs without a
     walk: `skey` (structure id), `leaves` (tensors read, left to right, repeats kept), `scalars`
-    (scalar values, left to right), and `shared` (some node below is used more than once)."""
+    (scalar values, left to right), and `shared` (some node below is used more than once).
+
+    Values stay values: a node registers with the memory of each Tensor it reads directly
+    (lazytensor.core.readers), so that a write to that memory first settles it
+    (lazytensor.plan.writes). Once evaluated, a node keeps its value in `result` (a Tensor) and
+    releases its operands; a node built on it reads that Tensor instead, so a loop that rebinds
+    `w = w - lr * g` stays one level deep. `epoch` is the count of results given out when the
+    oldest node of its DAG was built (or last settled): a node over a DAG in which some node may
+    have got a result since is re-read (`settle`) before it is planned."""
     __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "skey", "leaves", "scalars",
-                 "shared", "uses", "last_plan")
+                 "shared", "uses", "last_plan", "result", "epoch", "__weakref__")
 
     def __init__(self, op: str, args: tuple, shape: tuple, dtype: np.dtype, device, heavy=False, attrs=None):
         self.op = op
-        self.args = args
         self.shape = shape
         self.dtype = dtype
         self.device = device
-        self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
         self.attrs = attrs          # op parameters that are part of the structure (e.g. an axis)
         self.uses = 0               # how many nodes have taken this one as an operand
         self.last_plan = None       # (destination array, steps): re-assigning skips the planner
+        self.result = None          # the Tensor holding this node's value, once evaluated
+        self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
         if heavy:
+            self.args = args = settled_args(args)
+            epoch = RESULTS[0]
+            for a in args:
+                t = type(a)
+                if t is _tensor.Tensor:
+                    register(self, _ref(self), a)
+                elif t is Expr and a.epoch < epoch:
+                    epoch = a.epoch
+            self.epoch = epoch
             # Never lowered as a whole: the planner cuts it into steps first (lazytensor.plan.planner).
             self.skey = None
             self.shared = True
             self.leaves = self.scalars = ()
             return
+        self.args = args
         shared = False
         leaves = ()
         scalars = ()
         key = [op, dtype, attrs]
+        me = None
+        epoch = RESULTS[0]
         for a in args:
-            key.append(a.skey)
             t = type(a)
             if t is Expr:
+                if a.result is not None:        # evaluated since the caller looked: read its result
+                    self.__init__(op, settled_args(args), shape, dtype, device, False, attrs)
+                    return
+                if a.epoch < epoch:
+                    epoch = a.epoch
+                key.append(a.skey)
                 a.uses += 1
                 if a.uses > 1 or a.shared:
                     shared = True
                 leaves += a.leaves
                 scalars += a.scalars
             elif t is Const:
+                key.append(a.skey)
                 scalars += a.scalars
             else:
+                key.append(a.skey)
                 leaves += (a,)
+                if me is None:
+                    me = _ref(self)
+                m = a.memory            # inline register(): this runs for every operator
+                if m is None:
+                    m = memory_of(a)
+                m.append(me)
+                if len(m) > m.limit:
+                    m.sweep()
+        self.epoch = epoch
         self.shared = shared
         self.leaves = leaves
         self.scalars = scalars
@@ -103,10 +153,68 @@ class Expr(Operand):
         sid = _structures.get(key)
         self.skey = sid if sid is not None else structure_id(key)
 
+    def keep_result(self, result) -> None:
+        """This node's value is now `result` (a Tensor): later reads use it, the operands go."""
+        self.result = result
+        self.args = ()
+        self.leaves = self.scalars = ()
+        self.heavy = False
+        self.last_plan = None
+        register(self, _ref(self), result)      # a write to the result's memory settles this node first
+        RESULTS[0] += 1
+
+    def settle(self) -> None:
+        """Re-read this node over the results its descendants got since it was built (their
+        operands are gone): afterwards it reads those results, as if built now."""
+        if self.epoch == RESULTS[0] or self.result is not None:
+            return
+        fresh = _settled(self, {})
+        if fresh is not self:
+            self.args, self.heavy, self.skey, self.shared = fresh.args, fresh.heavy, fresh.skey, fresh.shared
+            self.leaves, self.scalars = fresh.leaves, fresh.scalars
+            me = _ref(self)
+            for a in fresh.args:
+                if type(a) is _tensor.Tensor:
+                    register(self, me, a)
+        self.last_plan = None
+        self.epoch = RESULTS[0]
+
+    def __copy__(self) -> "Expr":
+        return self         # a value that never changes: the node itself is its copy
+
+    def __deepcopy__(self, memo) -> "Expr":
+        return self
+
     def __repr__(self):
         from lazytensor.core.render_tree import render_tree
         return (f"Expr({render_tree(self)}, shape={self.shape}, dtype={self.dtype.name}, "
                 f"device={self.device!r})")
+
+
+def settled_args(args) -> tuple:
+    """`args` with every evaluated node replaced by its result."""
+    return tuple(a.result if type(a) is Expr and a.result is not None else a for a in args)
+
+
+def _settled(node, memo):
+    """`node` over its descendants' results (a new node where something below changed)."""
+    if type(node) is not Expr:
+        return node
+    if node.result is not None:
+        return node.result
+    hit = memo.get(id(node))
+    if hit is None:
+        args = tuple(_settled(a, memo) for a in node.args)
+        if all(a is b for a, b in zip(args, node.args)):
+            hit = node
+            node.epoch = RESULTS[0]         # nothing below it has a result: settled as it is
+        else:
+            heavy = node.op not in OPS and node.op != "astype"     # a heavy op itself, or above one
+            for a in args:
+                heavy = heavy or a.heavy
+            hit = Expr(node.op, args, node.shape, node.dtype, node.device, heavy, node.attrs)
+        memo[id(node)] = hit
+    return hit
 
 
 _rules: dict = {}

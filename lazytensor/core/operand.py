@@ -80,21 +80,39 @@ class Operand:
         return self.shape[0]
 
     def eval(self):
-        """Evaluate into a new Tensor."""
+        """Evaluate into a new Tensor (lt.evaluate)."""
         return upward.evaluation.evaluate(self)
 
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array (a host copy)."""
+        """The values as a NumPy array of its own (a host copy, on every device)."""
+        return upward.evaluation.to_numpy(self)
+
+    def get(self) -> np.ndarray:
+        """CuPy's spelling of a host copy: the same as numpy()."""
         return upward.evaluation.to_numpy(self)
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        """NumPy's protocol: copy=True always gives memory of its own; copy=None shares the values'
+        memory where it is already on the host (a CPU tensor, or an expression's result); copy=False
+        does the same but raises where a copy is needed (a CUDA tensor, another dtype)."""
+        if copy:
+            a = upward.evaluation.to_numpy(self)
+        else:
+            if copy is False and self.device == "cuda":
+                raise ValueError("a CUDA tensor's values reach NumPy only by a copy to the host: "
+                                 "call np.asarray(t) or np.array(t) without copy=False, or t.get()")
+            a = upward.evaluation.to_numpy_shared(self)
+        if dtype is None or a.dtype == dtype:
+            return a
+        if copy is False:
+            raise ValueError(f"a {self.dtype.name} tensor becomes {np.dtype(dtype).name} only by a copy: "
+                             f"call np.asarray without copy=False")
+        return a.astype(dtype)
 
     def item(self):
         if self.size != 1:
             raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
-        return self.numpy().reshape(()).item()
+        return upward.evaluation.to_numpy_shared(self).reshape(()).item()
 
     def __bool__(self):
         if self.size != 1:

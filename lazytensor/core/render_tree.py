@@ -11,7 +11,7 @@ def render_tree(root) -> str:
     def name(node) -> str:
         if isinstance(node, Const):
             return repr(node.value)
-        if not hasattr(node, "op"):
+        if not hasattr(node, "op") or node.result is not None:     # a tensor, or an evaluated node
             return names.setdefault(id(node), f"t{len(names)}")
         args = [name(a) for a in node.args]
         call_args = [a[1:-1] if a.startswith("(") and a.endswith(")") else a for a in args]

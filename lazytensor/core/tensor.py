@@ -5,6 +5,8 @@ Reading a Tensor in an expression computes nothing; writing one (`y[...] = e`, `
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from lazytensor.core import dtypes as _dt
@@ -16,7 +18,7 @@ from lazytensor.core.operand import Operand
 class Tensor(Operand):
     # A Tensor never changes which memory it views, so its shape and dtype are plain attributes
     # (read on every operator, cheaper than properties) and its structure id is fixed.
-    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "__weakref__")
+    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "memory", "view_of", "__weakref__")
 
     def __init__(self, data, device: str):
         dtype = data.dtype
@@ -27,6 +29,8 @@ class Tensor(Operand):
         k = _load_keys.get(dtype)
         self.skey = k if k is not None else _load_key(_dt.check_supported(dtype))
         self.layout = None      # what a plan recipe's signature reads of the array, once (lazytensor.plan.recipes)
+        self.memory = None      # the record of the live expressions reading its allocation (core.readers)
+        self.view_of = None     # (base Tensor, ((view step, shape after it), ...)) when made as a view (core.view_steps)
 
     heavy = False
     shared = False
@@ -50,8 +54,12 @@ class Tensor(Operand):
         return self
 
     def _inplace(self, op, other):
+        # An operand nothing else holds (the temporary `b * a` of `a += b * a`) is part of the value
+        # being written: the write need not evaluate it first, though it reads `a` (plan.writes).
+        private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()
         from lazytensor.core.expr import apply
-        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from")
+        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from", private=private,
+                                 held=False)
         return self
 
     def __iadd__(self, o): return self._inplace("add", o)
@@ -66,8 +74,11 @@ class Tensor(Operand):
     def __ixor__(self, o): return self._inplace("bitwise_xor", o)
 
     # -- reading -----------------------------------------------------------------------------------
-    def numpy(self) -> np.ndarray:
-        return self.backend.to_host(self.data)
+    def __copy__(self) -> "Tensor":
+        return upward.evaluation.evaluate(self)      # new memory, as copy.copy of a NumPy array
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        return upward.evaluation.evaluate(self)
 
     def __dlpack__(self, *args, **kwargs):
         return self.data.__dlpack__(*args, **kwargs)
@@ -82,9 +93,28 @@ class Tensor(Operand):
         return self.data.__cuda_array_interface__
 
     def __repr__(self):
-        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(", threshold=200)
+        body = np.array2string(upward.evaluation.to_numpy_shared(self), separator=", ", prefix="Tensor(", threshold=200)
         return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
 
+
+class _CallShape:
+    """The call path of an in-place operator (`t += x` -> __iadd__ -> _inplace), to count the
+    references that path itself holds to a temporary right operand: the interpreter's stack,
+    each frame's parameter and getrefcount's argument."""
+    def __iadd__(self, o): return self._inplace("add", o)
+
+    def _inplace(self, op, other):
+        self.count = sys.getrefcount(other)
+        return self
+
+
+def _operand_call_refs() -> int:
+    probe = _CallShape()
+    probe += object()
+    return probe.count
+
+
+_OPERAND_CALL_REFS = _operand_call_refs()
 
 _load_keys: dict = {}
 
@@ -143,11 +173,13 @@ def _is_cuda_dlpack(obj) -> bool:
 
 
 def as_node(x):
-    """Operands of expressions: Tensors and expressions as they are, NumPy arrays as CPU tensors."""
+    """Operands of expressions: Tensors and expressions as they are, NumPy arrays as CPU tensors
+    over a copy (a NumPy array is read when the expression is built, as NumPy would compute it
+    then: a later write into the array does not change the expression)."""
     if isinstance(x, Operand):
         return x
     if isinstance(x, np.ndarray):
-        return Tensor(x, "cpu")
+        return Tensor(np.array(x, copy=True), "cpu")
     raise TypeError(f"cannot use {type(x).__name__} as a tensor")
 
 

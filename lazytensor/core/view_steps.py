@@ -124,12 +124,16 @@ def nocopy_strides(shape, strides, newshape, itemsize):
 def view(x, step):
     """x viewed through `step`; x is a Tensor, an expression or a NumPy array."""
     x = _tensor.as_node(x)
+    if type(x) is Expr and x.result is not None:
+        x = x.result                # an evaluated node is its result
     new_shape = shape_after(tuple(x.shape), step)
     if isinstance(x, _tensor.Tensor):
         try:
-            return _tensor.Tensor(apply_step(x.data, step), x.device)
+            out = _tensor.Tensor(apply_step(x.data, step), x.device)
         except NoViewPossible:
             return _materialize(x, step, new_shape, "the tensor's strides do not allow this reshape as a view")
+        out.view_of = (x, ((step, new_shape),))     # provenance: the reverse pass routes gradients to x
+        return out
     if x.heavy:
         return _materialize(x, step, new_shape, "a view of a reduction's result reads the reduction's output")
     try:
@@ -156,6 +160,7 @@ def _push(node, steps, memo):
         for step, _ in steps:
             data = apply_step(data, step)
         out = _tensor.Tensor(data, node.device)
+        out.view_of = (node, steps)
     else:
         args = []
         for a in node.args:

@@ -4,10 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import dtypes as _dt
-from lazytensor.core.expr import Const, Expr
+from lazytensor.core.expr import RESULTS, Const, Expr
+from lazytensor.core.readers import memory_of
 from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
 from lazytensor.plan.planner import plan
+from lazytensor.plan.writes import after_write, before_write
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
 from lazytensor.kernels.backend import live_backends
@@ -32,38 +34,94 @@ def _as_expression(value, dest: Tensor):
     return Const(_dt.scalar_value(value, dest.dtype), dest.dtype)
 
 
-def assign(dest: Tensor, value, what: str = "assign") -> None:
-    """dest[...] = value, as one fused kernel when value is elementwise. Out of GPU memory before
-    anything the caller holds was written, the memory CUDA graphs keep is freed and the assignment
-    tried once more; then a DeviceOutOfMemory says what was being allocated."""
-    try:
-        _assign(dest, value, what)          # the hot path: one call, a try that costs nothing
-        return
-    except Exception as e:
-        if not is_out_of_memory(e):
-            raise
-        error = _planning_error(e)
-        if not error.untouched:
-            _reraise(error, e)
-    retry_out_of_memory(lambda: _assign(dest, value, what), retried=True)
+def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> None:
+    """dest[...] = value, as one fused kernel when value is elementwise. Every write to a tensor
+    comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
+    value's that only the caller holds, see before_write; held=False: the caller built value and
+    drops it, so it need not keep dest as its result). Out of GPU memory before anything the caller
+    holds was written, the memory lazytensor keeps on the device is freed and the steps tried once
+    more; then a DeviceOutOfMemory says what was being allocated (retry_out_of_memory)."""
+    readers = dest.memory
+    if readers is None:
+        readers = memory_of(dest)
+    if type(value) is Expr:
+        if value.result is not None:
+            value = value.result                # evaluated: its value is that tensor
+        else:
+            # Only where live expressions read dest's memory is there anything to do before the write.
+            reads = before_write((dest,), (value,), private) if readers else None
+            if value.epoch != RESULTS[0]:
+                value.settle()
+            memo = value.last_plan
+            if memo is not None and memo[0] is dest.data:
+                # The same expression into the same memory again: its plan still holds (its
+                # tensors were not written, or it would have been settled), so only the kernel runs.
+                try:
+                    run_steps(memo[1], dest.data)
+                except Exception as e:
+                    _raise_unless_retryable(e)
+                    _once_more(lambda: run_steps(memo[1], dest.data))
+            else:
+                _write(dest, value, what)
+            if held and reads is not None and reads[0]:
+                after_write((dest,), (value,), reads)
+            return
+    node = _as_expression(value, dest)
+    if type(node) is Tensor and _same_memory(node.data, dest.data):
+        _check(node, dest, what)
+        return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
+    if readers:
+        before_write((dest,), (node,))
+    _write(dest, node, what)
+
+
+def _check(node, dest: Tensor, what: str) -> None:
+    if node.device is not None and node.device != dest.device:
+        raise ValueError(f"cannot {what} an expression on {node.device!r} to a tensor on {dest.device!r}")
+    if node.shape != dest.shape:
+        check_assignable(node.shape, dest.shape)
+    if node.dtype != dest.dtype:
+        _dt.check_cast(node.dtype, dest.dtype, what)
+
+
+def _write(dest: Tensor, node, what: str) -> None:
+    if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
+        _check(node, dest, what)
+    steps = retry_out_of_memory(lambda: _plan_and_run(node, dest))
+    if type(node) is Expr and not node.heavy:
+        node.last_plan = (dest.data, steps)
+
+
+def _plan_and_run(node, dest: Tensor) -> list:
+    steps = plan(node, dest.data, dest.backend, replay=True)
+    run_steps(steps, dest.data)
+    return steps
 
 
 _PLANNING = "while planning (taking the plan's temporaries)"
 
 
-def retry_out_of_memory(run, retried: bool = False, where: str = _PLANNING):
-    """run(), once more after freeing what lazytensor keeps on the device if it ran out of GPU memory
-    before writing anything the caller holds (retried: that happened already; free and run once).
-    where: what was being done, for an error no step raised."""
-    if not retried:
-        try:
-            return run()
-        except Exception as e:
-            if not is_out_of_memory(e):
-                raise
-            error = _planning_error(e, where)
-            if not error.untouched:
-                _reraise(error, e)
+def retry_out_of_memory(run, where: str = _PLANNING):
+    """run(); if it ran out of GPU memory before writing anything the caller holds, run() once more
+    after freeing what lazytensor keeps on the device, and if that fails too, a DeviceOutOfMemory
+    saying what was being allocated. where: what was being done, for an error no step raised."""
+    try:
+        return run()
+    except Exception as e:
+        _raise_unless_retryable(e, where)
+    return _once_more(run, where)
+
+
+def _raise_unless_retryable(e, where: str = _PLANNING) -> None:
+    """Raise `e` (as a DeviceOutOfMemory where it is one) unless a retry may follow it."""
+    if not is_out_of_memory(e):
+        raise e
+    error = _planning_error(e, where)
+    if not error.untouched:
+        _reraise(error, e)
+
+
+def _once_more(run, where: str = _PLANNING):
     free_device_memory()
     try:
         return run()
@@ -100,29 +158,6 @@ def free_device_memory() -> None:
             free()
 
 
-def _assign(dest: Tensor, value, what: str) -> None:
-    if type(value) is Expr:
-        memo = value.last_plan
-        if memo is not None and memo[0] is dest.data:
-            # The same expression into the same memory again: its plan still holds (expressions
-            # and the arrays of tensors never change), so only the kernel runs.
-            run_steps(memo[1], dest.data)
-            return
-    node = _as_expression(value, dest)
-    if node.device is not None and node.device != dest.device:
-        raise ValueError(f"cannot {what} an expression on {node.device!r} to a tensor on {dest.device!r}")
-    if node.shape != dest.shape:
-        check_assignable(node.shape, dest.shape)
-    if node.dtype != dest.dtype:
-        _dt.check_cast(node.dtype, dest.dtype, what)
-    if type(node) is Tensor and _same_memory(node.data, dest.data):
-        return                      # `y[k] += e` writes y[k] back onto itself: nothing to do
-    steps = plan(node, dest.data, dest.backend, replay=True)
-    run_steps(steps, dest.data)
-    if type(node) is Expr and not node.heavy:
-        node.last_plan = (dest.data, steps)
-
-
 def _same_memory(a, b) -> bool:
     if a is b:
         return True
@@ -131,20 +166,46 @@ def _same_memory(a, b) -> bool:
 
 
 def evaluate(expr, *more):
-    """A new Tensor holding the value of `expr` (a Tensor is returned as it is); with several
-    expressions, a tuple of them, evaluated together (lazytensor.plan.simultaneous)."""
+    """A new Tensor holding the value of `expr`: always new memory, as NumPy's np.array(x) (a
+    Tensor is copied). An expression keeps the Tensor as its result the first time (a later
+    write to it first gives the expression a copy); later calls return copies. With several
+    expressions, a tuple of new Tensors, evaluated together (lazytensor.plan.simultaneous)."""
     if more:
         from lazytensor.plan.simultaneous import evaluate_all
         return evaluate_all((expr, *more))
-    if isinstance(expr, Tensor):
-        return expr
     if not isinstance(expr, Operand):
         return asarray(expr)
-    dest = retry_out_of_memory(lambda: empty(expr.shape, expr.dtype, expr.device), where="for the result")
-    assign(dest, expr)
+    if type(expr) is Expr and expr.result is None:
+        dest = retry_out_of_memory(lambda: empty(expr.shape, expr.dtype, expr.device), "for the result")
+        assign(dest, expr)
+        expr.keep_result(dest)
+        return dest
+    source = expr.result if type(expr) is Expr else expr
+    dest = empty(source.shape, source.dtype, source.device)
+    assign(dest, source)
     return dest
 
 
+def result_of(x) -> Tensor:
+    """The Tensor holding x's value without a copy: x itself, or its result (evaluating it once)."""
+    if isinstance(x, Tensor):
+        return x
+    if type(x) is Expr:
+        if x.result is None:
+            evaluate(x)
+        return x.result
+    return evaluate(x)
+
+
 def to_numpy(x) -> np.ndarray:
-    t = evaluate(x)
+    """A host copy of x's values, in memory of its own."""
+    t = result_of(x)
+    host = t.backend.to_host(t.data)
+    return np.array(host, copy=True) if t.device == "cpu" else host
+
+
+def to_numpy_shared(x) -> np.ndarray:
+    """x's values on the host without a copy where they are already there (CPU): NumPy's
+    np.asarray(x) (__array__ with copy=None)."""
+    t = result_of(x)
     return t.backend.to_host(t.data)

@@ -89,26 +89,36 @@ def cutter(steps, backend):
     """A `cut` function that appends the steps of heavy nodes to `steps`. Steps a builder wants
     to run only after everything else (committing running statistics) go to `cut.deferred`:
     a step that fails before them leaves the user's state untouched."""
-    memo: dict = {}
+    return _Cut(steps, backend)
 
-    def cut(node):
+
+class _Cut:
+    """cutter's function: an object rather than a closure, which would refer to itself through
+    its recursion, a cycle that kept the nodes it made (readers of the plan's tensors, see
+    lazytensor.core.readers) alive until the garbage collector ran."""
+
+    def __init__(self, steps, backend):
+        self.steps, self.backend = steps, backend
+        self.memo: dict = {}
+        self.deferred: list = []
+
+    def __call__(self, node):
         """`node` with every heavy subtree replaced by what its builder returns."""
         if not node.heavy:
             return node
+        memo = self.memo
         hit = memo.get(id(node))
         if hit is not None:
             return hit
         build = HEAVY.get(node.op)
         if build is not None:
-            new_steps, out = build(node, backend, cut, None)
-            steps.extend(new_steps)
+            new_steps, out = build(node, self.backend, self, None)
+            self.steps.extend(new_steps)
         else:
-            args = tuple(cut(a) for a in node.args)
+            args = tuple(self(a) for a in node.args)
             out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
         memo[id(node)] = out
         return out
-    cut.deferred = []
-    return cut
 
 
 # -- the plan ---------------------------------------------------------------------------------------

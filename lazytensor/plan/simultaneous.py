@@ -12,7 +12,9 @@ from lazytensor.core.tensor import Tensor, asarray, empty
 from lazytensor.kernels.device_memory import DeviceOutOfMemory
 from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, retry_out_of_memory
 from lazytensor.plan.steps import run_steps
+from lazytensor.core.expr import RESULTS, Expr
 from lazytensor.plan.several import plan_several
+from lazytensor.plan.writes import after_write, before_write
 
 
 def checked_pairs(pairs, what: str = "assign") -> list:
@@ -52,16 +54,15 @@ def assign(pairs) -> None:
     if len(pairs) == 1:
         _assign_one(*pairs[0])
         return
-    retry_out_of_memory(lambda: _write(pairs))
+    _write(pairs)
 
 
 def evaluate_all(exprs) -> tuple:
-    """New Tensors holding the values of `exprs`, evaluated together (a Tensor comes back as it is)."""
+    """New Tensors holding the values of `exprs`, evaluated together (a Tensor is copied, as
+    lt.evaluate(t) copies it)."""
     results, pairs = [], []
     for e in exprs:
-        if isinstance(e, Tensor):
-            results.append(e)
-        elif not isinstance(e, Operand):
+        if not isinstance(e, Operand):
             results.append(asarray(e))
         else:
             dest = empty(e.shape, e.dtype, e.device)
@@ -70,21 +71,47 @@ def evaluate_all(exprs) -> tuple:
     if len(pairs) == 1:
         _assign_one(*pairs[0])
     elif pairs:
-        retry_out_of_memory(lambda: _write(pairs))
+        _write(pairs)
+    for dest, e in pairs:           # an evaluated expression keeps its value, as with lt.evaluate(e)
+        if type(e) is Expr and e.result is None:
+            e.keep_result(dest)
     return tuple(results)
 
 
 def _write(pairs) -> None:
     """Runs the plan of several checked (destination, node) pairs: the one function through which
-    several results are written (a hook that must see each destination before its write goes here)."""
+    several results are written. Expressions built earlier that read a destination are settled
+    first (lazytensor.plan.writes), once for all the destinations, before anything is written."""
+    dests = [d for d, _ in pairs]
+    values = [n for _, n in pairs]
+    reads = before_write(dests, values)
+    pairs = [(d, _settled(n)) for d, n in pairs]
     by_device: dict = {}
     for dest, node in pairs:
         by_device.setdefault(dest.device, []).append((dest, node))
-    plans = [plan_several([(d.data, n) for d, n in group], group[0][0].backend) for group in by_device.values()]
-    for k, (steps, group) in enumerate(zip(plans, by_device.values())):
+    groups = list(by_device.values())
+    retry_out_of_memory(lambda: _plan_and_run(groups))     # out of GPU memory: once more after freeing
+    after_write(dests, values, reads)
+
+
+def _plan_and_run(groups) -> None:
+    plans = [plan_several([(d.data, n) for d, n in group], group[0][0].backend) for group in groups]
+    for k, (steps, group) in enumerate(zip(plans, groups)):
         # every plan is made (and every error raised) before anything runs
         try:
             run_steps(steps, [d.data for d, _ in group])
         except DeviceOutOfMemory as e:
             e.untouched = e.untouched and not k     # an earlier device's results are written
             raise
+
+
+def _settled(node):
+    """The node to plan: an evaluated expression is its result; one whose operands were evaluated
+    since it was built reads their results (Expr.settle)."""
+    if type(node) is not Expr:
+        return node
+    if node.result is not None:
+        return node.result
+    if node.epoch != RESULTS[0]:
+        node.settle()
+    return node

@@ -1,0 +1,196 @@
+"""lt.grad: the reverse pass. Expression DAG in, expression DAG out; nothing is computed.
+
+The pass walks the output's DAG once in reverse topological order. Nodes are expressions and
+tensors; a tensor made as a view (`view_of`, lazytensor.core.view_steps) has its base as its one
+operand, so the gradient of `a[::2]`, or of the `a[::2]` that `(a + b)[::2]` reads, reaches `a`.
+Only nodes from which some input can be reached get gradient work: tensors that are not inputs,
+and whatever reads only them, get nothing built (the first-layer rule: no gradient for the data).
+A node's gradient is the sum of its consumers' contributions: those of one shape are added first
+(elementwise, so they fuse), then summed over broadcast axes (one reduction step per shape), then
+cast to the node's dtype. Each op's rule comes from the table (lazytensor.autodiff.rules).
+
+Decisions where NumPy has no say:
+  - an input the output does not read at all is an error (as torch.autograd.grad without
+    allow_unused): it is most often a mistake. An input the output reads only through ops without
+    a gradient (comparisons, floor, casts to integers, where's condition) gets a zero gradient,
+    as in PyTorch, and `Gradients.stops` (shown by lt.explain_grad) says where its gradient stopped.
+  - a non-scalar output needs grad_output (of the output's shape); a size-1 output is seeded with 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
+from lazytensor.autodiff.rules_views import sum_to, view_gradient
+from lazytensor.core.expr import Const, astype
+from lazytensor.core.operand import Operand
+from lazytensor.core.tensor import Tensor, as_node, asarray
+from lazytensor.ops.views import broadcast_to
+
+
+class Gradients(tuple):
+    """The gradients lt.grad returns, one lazy expression per input, and what the reverse pass
+    decided on the way:
+      stops: (node, argument index, why) for each place where a gradient path to an input ends at
+             an op without a gradient;
+      untouched: the tensors the output reads that are neither inputs nor views of one: nothing
+             was built for them."""
+    stops: tuple
+    untouched: tuple
+
+
+def grad(output, inputs, grad_output=None):
+    """The gradient of `output` with respect to each tensor of `inputs`, as lazy expressions.
+
+    output: a float expression (or Tensor); a scalar (size 1) unless grad_output is given.
+    inputs: a Tensor, or a sequence of Tensors (float): a single Tensor gives a single expression,
+            a sequence gives a Gradients tuple in the same order.
+    grad_output: the gradient flowing into `output` (its shape), for a vector-Jacobian product.
+    Nothing runs until a gradient is evaluated or assigned: `w[...] -= lr * g` is one kernel with
+    the backward ops that compute g.
+    """
+    single = isinstance(inputs, Tensor)
+    inputs = _check_inputs((inputs,) if single else inputs)
+    output = _check_output(output)
+    seed = _seed(output, grad_output)
+    targets = {id(x) for x in inputs}
+    order = _postorder(output)
+    reaches = {}
+    for node in order:
+        reaches[id(node)] = id(node) in targets or any(reaches[id(c)] for c in _operands(node))
+    for i, x in enumerate(inputs):
+        if not reaches.get(id(x), False):
+            raise ValueError(f"lt.grad: the output does not read inputs[{i}] (a {x.dtype.name} Tensor of shape "
+                             f"{x.shape}), so it has no gradient with respect to it; leave it out of inputs "
+                             f"(for a zero gradient use lt.zeros_like)")
+    pending = {id(output): [seed]}
+    found = {}
+    stops = []
+    for node in reversed(order):
+        contributions = pending.pop(id(node), None)
+        if contributions is None:
+            continue
+        g = _total(contributions, node)
+        if id(node) in targets:
+            found[id(node)] = g
+        if isinstance(node, Tensor):
+            if node.view_of is not None and reaches[id(node.view_of[0])]:
+                base, steps = node.view_of
+                pending.setdefault(id(base), []).append(view_gradient(g, steps, base.shape))
+            continue
+        rule = GRADIENTS.get(node.op)
+        if rule is None:
+            raise NotImplementedError(f"lt.grad: no gradient rule for the op {node.op!r}, which lies between the "
+                                      f"output and an input")
+        for i, (arg, d) in enumerate(zip(node.args, rule(node, g))):
+            if isinstance(arg, Const) or not reaches[id(arg)]:
+                continue
+            if d is None or arg.dtype.kind != "f":
+                stops.append((node, i, _why_none(node, arg)))
+                continue
+            pending.setdefault(id(arg), []).append(d)
+    result = Gradients(found[id(x)] if id(x) in found else _zeros(x) for x in inputs)
+    result.stops = tuple(stops)
+    result.untouched = tuple(n for n in order if isinstance(n, Tensor) and not reaches[id(n)])
+    return result[0] if single else result
+
+
+def _check_inputs(inputs) -> tuple:
+    inputs = tuple(inputs)
+    if not inputs:
+        raise ValueError("lt.grad: inputs is empty; pass the tensors to differentiate with respect to")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Tensor):
+            what = "an expression" if isinstance(x, Operand) else f"a {type(x).__name__}"
+            raise TypeError(f"lt.grad: inputs[{i}] is {what}, not a Tensor: gradients are taken with respect to "
+                            f"tensors (lt.asarray(...), or lt.evaluate(expr) and build the output from it)")
+        if x.dtype.kind != "f":
+            raise TypeError(f"lt.grad: inputs[{i}] is a {x.dtype.name} Tensor; only float tensors have gradients "
+                            f"(convert it with lt.asarray(x, dtype=np.float32) before building the output)")
+    return inputs
+
+
+def _check_output(output):
+    if not isinstance(output, (Operand, np.ndarray)):
+        raise TypeError(f"lt.grad: output must be a lazytensor expression or Tensor, not {type(output).__name__}")
+    output = as_node(output)
+    if output.dtype.kind != "f":
+        raise TypeError(f"lt.grad: the output is {output.dtype.name}; integer and bool values have no gradient: "
+                        f"differentiate a float expression (before a comparison or a cast to an integer)")
+    return output
+
+
+def _seed(output, grad_output):
+    if grad_output is None:
+        if output.size != 1:
+            raise ValueError(f"lt.grad: the output has shape {output.shape}; a gradient needs a scalar output "
+                             f"(such as lt.sum(output)) or grad_output of shape {output.shape}")
+        return asarray(np.ones(output.shape, output.dtype), device=output.device)
+    if not isinstance(grad_output, Operand):
+        grad_output = asarray(grad_output, device=output.device)
+    if tuple(grad_output.shape) != tuple(output.shape):
+        raise ValueError(f"lt.grad: grad_output has shape {tuple(grad_output.shape)} but the output has shape "
+                         f"{tuple(output.shape)}; they must be equal")
+    if grad_output.device != output.device:
+        raise ValueError(f"lt.grad: grad_output is on {grad_output.device!r} and the output on {output.device!r}; "
+                         f"move it with lt.asarray(grad_output, device={output.device!r})")
+    return astype(grad_output, output.dtype)
+
+
+def _operands(node) -> tuple:
+    """What a node reads: an expression's non-scalar arguments, a view tensor's base."""
+    if isinstance(node, Tensor):
+        return () if node.view_of is None else (node.view_of[0],)
+    if node.result is not None:
+        # An evaluated expression keeps its value and drops its operands (README "Values stay
+        # values"), so nothing is left to differentiate: say so rather than give a zero gradient.
+        raise ValueError(f"lt.grad: the expression {node!r:.120} was evaluated before lt.grad was called "
+                         f"(an evaluated expression keeps its value, not how it was computed); take the "
+                         f"gradients first and evaluate after, or build the expression again")
+    return tuple(a for a in node.args if not isinstance(a, Const))
+
+
+def _postorder(root) -> list:
+    """Every node under root once, each after all it reads (so reversed, before all its readers)."""
+    order = []
+    seen = {id(root)}
+    stack = [(root, iter(_operands(root)))]
+    while stack:
+        node, operands = stack[-1]
+        for child in operands:
+            if id(child) not in seen:
+                seen.add(id(child))
+                stack.append((child, iter(_operands(child))))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    return order
+
+
+def _total(contributions, node):
+    """The sum of contributions to `node`: added by shape (elementwise), reduced to node's shape
+    over broadcast axes once per shape, cast to node's dtype."""
+    by_shape: dict = {}
+    for d in contributions:
+        shape = tuple(d.shape)
+        by_shape[shape] = d if shape not in by_shape else by_shape[shape] + d
+    total = None
+    for d in by_shape.values():
+        d = sum_to(d, tuple(node.shape))
+        total = d if total is None else total + d
+    return astype(total, node.dtype)
+
+
+def _zeros(x):
+    """A zero gradient for x as a stride-0 view of one zero: no memory, nothing to compute first."""
+    return broadcast_to(asarray(np.zeros((), x.dtype), device=x.device), x.shape)
+
+
+def _why_none(node, arg) -> str:
+    if arg.dtype.kind != "f":
+        made = "a tensor" if isinstance(arg, Tensor) else f"{arg.op}"
+        return f"its argument {made} has {arg.dtype.name} values: integer and bool values have no gradient"
+    if node.op in PIECEWISE_CONSTANT:
+        return f"{node.op} is piecewise constant: its gradient is zero almost everywhere"
+    return f"{node.op} has no gradient with respect to this argument"

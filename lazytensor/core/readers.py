@@ -1,0 +1,66 @@
+"""Which live expressions read which memory, so that a write can keep their values (see
+lazytensor.plan.writes).
+
+An expression's value is the one its tensors had when it was built. Every node that takes a Tensor
+as a direct operand registers itself, by weak reference, with that tensor's memory: one record per
+allocation (memory.owner), shared by every Tensor over it, views included. A write to any of them
+first settles the live readers the record lists; a dead reader costs nothing but its slot, which
+the record drops when its list has doubled since the last sweep.
+"""
+from __future__ import annotations
+
+import weakref
+
+from lazytensor.core.memory import owner
+
+
+class Memory(list):
+    """The readers of one allocation: weak references to the nodes that read it directly (the
+    list itself, so that registering is one append)."""
+    __slots__ = ("limit", "__weakref__")
+
+    def __init__(self):
+        super().__init__()
+        self.limit = 16             # sweep out dead references when the list grows past this
+
+    def sweep(self) -> list:
+        """The live readers (the list keeps only their references)."""
+        self[:] = [r for r in self if r() is not None]
+        self.limit = 2 * len(self) + 16
+        return [node for node in (r() for r in self) if node is not None]
+
+
+# id(owner) -> a weak reference to its record. A record lives as long as a Tensor that looked it up
+# (t.memory), and such a Tensor keeps its owner alive, so an id is never reused while its record
+# exists; the record's death removes its entry.
+_records: dict = {}
+
+
+def memory_of(t) -> Memory:
+    """The record of the allocation Tensor `t` views (looked up once per Tensor)."""
+    m = t.memory
+    if m is None:
+        key = id(owner(t.data))
+        r = _records.get(key)
+        m = None if r is None else r()
+        if m is None:
+            m = Memory()
+            _records[key] = weakref.ref(m, lambda _, key=key: _forget(key))
+        t.memory = m
+    return m
+
+
+def _forget(key) -> None:
+    r = _records.get(key)
+    if r is not None and r() is None:
+        del _records[key]
+
+
+def register(node, ref, t) -> None:
+    """`node` (whose weak reference is `ref`) reads Tensor `t` directly."""
+    m = t.memory
+    if m is None:
+        m = memory_of(t)
+    m.append(ref)
+    if len(m) > m.limit:
+        m.sweep()

@@ -1,0 +1,151 @@
+"""Values stay values: what must happen just before tensors are written.
+
+An expression's value is the one its tensors had when it was built (as in NumPy, where `m = x.max()`
+is computed on the spot). Every write to a tensor's memory goes through `before_write`: an in-place
+operator, an assignment into a tensor or a view of it, `np.add(a, b, out=t)`, lt.evaluate into a
+destination. It settles every live expression that reads the memory about to be written (the
+readers each allocation's record lists, lazytensor.core.readers): such a node is evaluated into
+memory of its own and keeps that result, or, where its result is the memory being written, keeps
+a copy. Nodes built on a settled node read its result from then on (Expr.settle).
+
+Two kinds of readers are left alone, as they must be for `y += e` or `a[...] = a * 2 + b` to stay
+one kernel in place: the values being written themselves, and nodes that only those values hold
+(counted by reference counts: a node held by anything else, a user's variable or another
+expression, is settled). A value that reads its destination's memory is still correct after the
+write: `after_write` gives it the destination as its result, and a later write there settles it
+like any other reader (by a copy) if it is still alive.
+
+Writes that bypass lazytensor (through a NumPy or CuPy array sharing a tensor's memory) are not
+seen; README "Values stay values" says so.
+"""
+from __future__ import annotations
+
+import sys
+
+from lazytensor.core.expr import Expr
+from lazytensor.core.readers import memory_of
+
+
+def before_write(dests, values, private=()) -> list:
+    """Call before writing values[i] into the Tensor dests[i] (every value is read before any
+    destination is written). Returns, per value, whether it reads the memory of a destination:
+    then pass it to after_write once the writes are done. private: nodes of the values that the
+    caller knows nothing else holds, though its own frames do (the operand of an in-place
+    operator, when it was a temporary)."""
+    reads = [False] * len(values)
+    for dest in dests:
+        if not memory_of(dest):
+            continue
+        nodes, dest_reads = readers_to_settle(dest, values, private)
+        reads = [a or b for a, b in zip(reads, dest_reads)]
+        for node in nodes:                  # children first: a parent then reads their results
+            _settle(node)
+        del nodes
+    return reads
+
+
+def readers_to_settle(dest, values, private=()) -> tuple:
+    """-> (the live nodes that a write of `values` into `dest` evaluates first, children first;
+    per value, whether it reads dest's memory). lt.explain shows the first."""
+    m = memory_of(dest)
+    reads = [False] * len(values)
+    if not m:
+        return [], reads
+    dag = _Dag(values)                      # counted first, while no other list holds the nodes
+    direct = set()
+    outside = []                            # live readers that the values do not reach
+    for node in m.sweep():
+        result = node.result
+        if result is not None and result.memory is not m:
+            continue                        # settled before: it reads memory of its own
+        direct.add(id(node))
+        if id(node) not in dag.extra:
+            outside.append(node)
+    if not direct:
+        return [], reads
+    # Inside the values: a node that reads m is settled where something outside holds it (its
+    # value is seen from outside); the values themselves keep their destinations after the write.
+    reading = dag.reading(direct)
+    mine = {id(p) for p in private}
+    inside = [n for n in dag.order if id(n) in reading and dag.extra[id(n)] > 0
+              and not dag.is_root(n) and id(n) not in mine]
+    for j, v in enumerate(values):
+        if id(v) in reading:
+            reads[j] = True
+    return inside + outside, reads
+
+
+def after_write(dests, values, reads) -> None:
+    """Give each value that read a destination's memory its own destination as its result."""
+    for dest, value, read in zip(dests, values, reads):
+        if read and type(value) is Expr and value.result is None:
+            value.keep_result(dest)
+
+
+def _settle(node) -> None:
+    """Give `node` a value in memory of its own: evaluate it, or copy its result."""
+    from lazytensor.core.tensor import empty
+    from lazytensor.plan.evaluate import assign
+    t = empty(node.shape, node.dtype, node.device)
+    assign(t, node.result if node.result is not None else node)
+    node.keep_result(t)
+
+
+class _Dag:
+    """The nodes of the values' DAGs, children before parents (an evaluated node ends its branch:
+    its operands are gone), and per node its references from outside them: `extra`, counted as
+    the node's reference count less the references from its parents' operands and from `order`."""
+
+    def __init__(self, values):
+        self.roots = {id(v) for v in values}
+        order, inside = _walk(values)
+        self.order = order
+        self.extra = dict(zip(map(id, order), _outside_references(order, inside)))
+
+    def is_root(self, node) -> bool:
+        return id(node) in self.roots
+
+    def reading(self, direct) -> set:
+        """The ids of the nodes that read, themselves or below, a node whose id is in `direct`."""
+        out = set()
+        for node in self.order:
+            if id(node) in direct or any(id(a) in out for a in node.args):
+                out.add(id(node))
+        return out
+
+
+def _walk(values):
+    """-> (the nodes of the values' DAGs, children first; {id(node): references to it from the
+    operands of those nodes})."""
+    order = []
+    seen: set = set()
+    inside: dict = {}
+    for v in values:
+        if type(v) is not Expr:
+            continue
+        stack = [(v, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            for a in node.args:
+                if type(a) is Expr:
+                    inside[id(a)] = inside.get(id(a), 0) + 1
+                    if id(a) not in seen:
+                        stack.append((a, False))
+    return order, inside
+
+
+def _outside_references(nodes, inside) -> list:
+    """Per node, the references to it from outside the values' DAGs (and outside this module)."""
+    return [sys.getrefcount(n) - inside.get(id(n), 0) - _OWN for n in nodes]
+
+
+# The references this module's own bookkeeping holds while it counts: the list and the loop's.
+_OWN = 0
+_OWN = _outside_references([object()], {})[0]

@@ -1,0 +1,59 @@
+"""lt.explain_grad(output, inputs): what lt.grad builds for each input and the plan that runs it,
+with what the reverse pass decided: where a gradient stops at an op without one (comparisons,
+floor, casts to integers, where's condition), and which tensors get no gradient work at all."""
+from __future__ import annotations
+
+from lazytensor.autodiff.reverse import grad
+from lazytensor.core.render_tree import render_tree
+from lazytensor.core.tensor import Tensor, as_node
+from lazytensor.tools.explain import Explanation, explain
+
+
+def explain_grad(output, inputs, grad_output=None, source: bool = False) -> Explanation:
+    output = as_node(output)
+    single = isinstance(inputs, Tensor)
+    inputs = (inputs,) if single else tuple(inputs)
+    gradients = grad(output, inputs, grad_output)
+    names = _tensor_names(output)
+    lines = [f"gradient of: {render_tree(output)}",
+             "with respect to: " + ", ".join(f"inputs[{k}] = {names[id(x)]} {x.dtype.name} {x.shape}"
+                                             for k, x in enumerate(inputs))]
+    for t in gradients.untouched:
+        if id(t) in names:
+            lines.append(f"not differentiated: {names[id(t)]} {t.dtype.name} {t.shape}: not an input, "
+                         f"so nothing is built or planned for its gradient")
+    for node, i, why in gradients.stops:
+        lines.append(f"no gradient: argument {i} of {render_tree(node)}: {why}")
+    steps = []
+    for k, g in enumerate(gradients):
+        e = explain(g, source=source)
+        steps.extend(e.steps)
+        lines.append(f"gradient with respect to inputs[{k}]:")
+        lines.extend("  " + line for line in e.splitlines())
+    explanation = Explanation("\n".join(lines))
+    explanation.steps = steps
+    return explanation
+
+
+def _tensor_names(root) -> dict:
+    """id(tensor) -> "t0", "t1", ... as render_tree names the tensors of `root` (first visit, left
+    to right), and "the base of tN" for the tensors that views among them were made from."""
+    names: dict = {}
+    leaves = []
+    seen: set = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Tensor):
+            names[id(node)] = f"t{len(leaves)}"
+            leaves.append(node)
+        elif hasattr(node, "args"):
+            stack.extend(reversed(node.args))
+    for t in leaves:
+        while t.view_of is not None and id(t.view_of[0]) not in names:
+            names[id(t.view_of[0])] = f"the base of {names[id(t)]}"
+            t = t.view_of[0]
+    return names
