@@ -43,8 +43,10 @@ def _value(op: str, args):
 
 
 def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, mask=None) -> None:
-    """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with `mask`,
-    also the packed ReLU mask (result > 0, 8 elements a byte, low bit first, C order)."""
+    """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with several
+    outputs, the arrays after the program's inputs receive the others (out1, out2, ...), as the
+    kernels' launchers pass them. With `mask`, also the packed ReLU mask (result > 0, 8 elements a
+    byte, low bit first, C order)."""
     values = []
     with np.errstate(all="ignore"):
         for op, dtype, *args in program.instrs:
@@ -60,8 +62,10 @@ def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, m
                 if value.dtype != dtype:
                     value = value.astype(dtype)
             values.append(value)
+        targets = [out, *inputs[program.n_inputs:]]
+        for target, (vid, _) in zip(targets, program.stores()):
+            target[...] = values[vid]
         result = values[program.result]
-        out[...] = result
     if mask is not None:
         bits = np.broadcast_to(result, out.shape).reshape(-1) > 0
         mask[...] = np.packbits(bits, bitorder="little")

@@ -83,7 +83,13 @@ def _write(pairs) -> None:
     dests = [d for d, _ in pairs]
     values = [n for _, n in pairs]
     reads = before_write(dests, values)
-    pairs = [(d, _settled(n)) for d, n in pairs]
+    run_pairs([(d, settled(n)) for d, n in pairs])
+    after_write(dests, values, reads)
+
+
+def run_pairs(pairs) -> None:
+    """Plans and runs checked (destination, node) pairs as one simultaneous assignment, with no
+    write hook: the caller has settled the readers of the destinations."""
     by_device: dict = {}
     for dest, node in pairs:
         by_device.setdefault(dest.device, []).append((dest, node))
@@ -91,10 +97,9 @@ def _write(pairs) -> None:
     for steps in plans:          # every plan is made (and every error raised) before anything runs
         for step in steps:
             step.run()
-    after_write(dests, values, reads)
 
 
-def _settled(node):
+def settled(node):
     """The node to plan: an evaluated expression is its result; one whose operands were evaluated
     since it was built reads their results (Expr.settle)."""
     if type(node) is not Expr:
