@@ -26,6 +26,10 @@ from lazytensor import cbr
 from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
 from lazytensor.plan import conv_backward_plan as _conv_backward_plan  # noqa: F401  (registers their steps)
 
+# The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own and their planner.
+from lazytensor.ops.cbr_backward import cbr_bn_backward
+from lazytensor.plan import cbr_backward_plan as _cbr_backward_plan  # noqa: F401  (registers their steps)
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -38,4 +42,5 @@ __all__ = [
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
     "conv2d_backward_data", "conv2d_backward_filter",
+    "cbr_bn_backward",
 ]

@@ -26,6 +26,7 @@ from lazytensor.plan.lower import lower
 from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, materialized, may_overlap
 from lazytensor.plan.cbr_stage1 import choose_stage1, statistics_step
 from lazytensor.plan.replay import first_refusal
+from lazytensor.plan.saved_results import MarkWritten
 from lazytensor.plan.steps import FusedElementwise, FusedReduction, Learned
 from lazytensor.cbr.conv_cpu import conv2d_nhwc
 from lazytensor.cbr import finalize_cpu
@@ -319,8 +320,12 @@ def _build_batch_norm(node, backend, cut, out):
         steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, rm.data, rv.data),
                                   a.momentum, a.eps, eq + saved + staged))
         cut.deferred.append(CommitStep(backend, staged, (rm.data, rv.data)))
+        cut.deferred.append(MarkWritten(backend, (saved[0], saved[1], y)))
         a.saved.saved_mean = _tensor.Tensor(saved[0], node.device)
         a.saved.saved_inv_var = _tensor.Tensor(saved[1], node.device)
+        a.saved.conv_out = _tensor.Tensor(y, node.device)
+        a.saved.relu_mask = None        # a relu above that writes one sets it (_relu_mask_plan)
+        a.saved.released = False
 
     scale, bias = (_tensor.Tensor(v, node.device) for v in eq)
     applied = (_tensor.Tensor(y, node.device) * scale + bias).astype(node.dtype)
@@ -363,7 +368,7 @@ def _relu_mask_plan(root, out, backend):
     if target is not out:
         steps.append(copy_step(backend, target, out, "copy into the destination"))
     bn.attrs.saved.relu_mask = _tensor.Tensor(mask, bn.device)
-    return steps + cut.deferred
+    return steps + cut.deferred + [MarkWritten(backend, (mask,))]
 
 
 def _inference_graph_plan(root, out, backend):
