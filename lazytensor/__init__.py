@@ -29,6 +29,7 @@ from lazytensor.plan import conv_backward_plan as _conv_backward_plan  # noqa: F
 # The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own and their planner.
 from lazytensor.ops.cbr_backward import cbr_bn_backward
 from lazytensor.plan import cbr_backward_plan as _cbr_backward_plan  # noqa: F401  (registers their steps)
+from lazytensor.plan.conv_grads import conv_grads
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
@@ -42,5 +43,5 @@ __all__ = [
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
     "conv2d_backward_data", "conv2d_backward_filter",
-    "cbr_bn_backward",
+    "cbr_bn_backward", "conv_grads",
 ]
