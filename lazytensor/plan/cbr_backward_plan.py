@@ -36,16 +36,18 @@ class _Grid:
     """The iteration space of the stage-1 kernels over an (..., K) activation and how each operand
     is read in it: NHWC arrays, per-channel vectors and the mask bits."""
 
-    def __init__(self, backend, shape, device, mask, bits, steps):
-        self.device = device
+    def __init__(self, backend, shape, device, mask, bits, steps, lanes=False):
+        # lanes: one more axis of length 1 at the end, over which the sums' two lanes broadcast
+        # (every operand is reshaped so; reshaping the expressions instead would copy their subtrees)
+        self.device, self.tail = device, (1,) if lanes else ()
         self.m, self.k = math.prod(shape[:-1]), shape[-1]
         self.bit = None
         if mask is None:
             self.shape = (self.m, self.k)
         elif self.k % 8 == 0:
             self.shape = (self.m, self.k // 8, 8)
-            byte = self.t(mask.reshape(self.m, self.k // 8, 1))
-            self.bit = apply("not_equal", apply("bitwise_and", byte, self.t(bits)), 0)
+            byte = self.t(mask.reshape((self.m, self.k // 8, 1) + self.tail))
+            self.bit = apply("not_equal", apply("bitwise_and", byte, self.t(bits.reshape((8,) + self.tail))), 0)
         else:
             self.shape = (self.m, self.k)
             self.bit = self._unpacked(backend, mask, bits, steps)
@@ -55,11 +57,11 @@ class _Grid:
 
     def nhwc(self, a):
         """An (..., K) array as an operand over the grid."""
-        return self.t(a.reshape(self.shape))
+        return self.t(a.reshape(self.shape + self.tail))
 
     def channel(self, a):
         """A (K,) vector (or a strided column) as an operand over the grid."""
-        return self.t(a.reshape(self.shape[1:]))
+        return self.t(a.reshape(self.shape[1:] + self.tail))
 
     def _unpacked(self, backend, mask, bits, steps):
         nbytes = mask.shape[0]
@@ -69,7 +71,7 @@ class _Grid:
         steps.append(FusedElementwise(backend, program, unpacked, inputs, scalars,
                                       note=f"ReLU mask unpacked to a byte per element: K = {self.k} is not a "
                                            "multiple of 8, so mask bytes straddle rows of channels"))
-        flat = unpacked.reshape(nbytes * 8)[: self.m * self.k].reshape(self.m, self.k)
+        flat = unpacked.reshape(nbytes * 8)[: self.m * self.k].reshape((self.m, self.k) + self.tail)
         return apply("not_equal", self.t(flat), 0)
 
     def masked(self, dy):
@@ -117,13 +119,12 @@ def _build_sums(node, backend, cut, out):
     steps: list = []
     arrays = _operands(node, backend, cut, steps)
     dy, conv_out, mean, inv_var, (lanes,), mask, bits = _split(node, arrays)
-    grid = _Grid(backend, conv_out.shape, node.device, mask, bits, steps)
+    grid = _Grid(backend, conv_out.shape, node.device, mask, bits, steps, lanes=True)
     compute = _compute_dtype(conv_out)
     dy_masked = grid.masked(grid.nhwc(dy).astype(compute))
     x_hat = _x_hat(grid, conv_out, mean, inv_var, compute)
     # lanes (..., 2): lane 0 dY', lane 1 dY' * x_hat; reduced over the rows in one kernel
-    value = apply("where", grid.t(lanes), dy_masked.reshape(grid.shape + (1,)) * x_hat.reshape(grid.shape + (1,)),
-                  dy_masked.reshape(grid.shape + (1,)))
+    value = apply("where", grid.t(lanes), dy_masked * x_hat, dy_masked)
     spec = Reduction("sum", (0,), grid.shape + (2,), _F64, _F32)
     result = _result(node, backend, out, arrays)
     program, inputs, scalars = lower(value, compute)
