@@ -3,9 +3,9 @@
 A training batch_norm hands its backward pass arrays through a BatchNormSaved holder (saved
 statistics, the conv output, the ReLU mask). Planning the forward already puts fresh, unwritten
 arrays there (lt.explain plans without running), so the holder alone cannot tell whether its
-arrays were computed. The forward's plan therefore ends with a MarkWritten step: once it has run,
-its arrays are known to hold a completed forward. A plan recipe rebinds the step to each call's
-own arrays, and a CUDA graph replay hands out only arrays its capture marked (the graph writes
+arrays were computed. The forward's last step (cbr_plan.CommitStep) therefore marks them: once it
+has run, its arrays are known to hold a completed forward. A plan recipe rebinds the step to each
+call's own arrays, and a CUDA graph replay hands out only arrays its capture marked (the graph writes
 them again before anyone can read them), so the mark follows the arrays, never a stale value.
 """
 from __future__ import annotations
@@ -37,21 +37,3 @@ def forget(arrays) -> None:
     for a in arrays:
         _written.pop(id(a), None)
         _strong.pop(id(a), None)
-
-
-class MarkWritten:
-    """The last step of a training forward: its saved arrays now hold a completed forward."""
-    __slots__ = ("backend", "arrays")
-
-    def __init__(self, backend, arrays):
-        self.backend, self.arrays = backend, tuple(arrays)
-
-    def run(self):
-        mark(self.arrays)
-
-    def capture_refusal(self):
-        return None         # bookkeeping on the host: a replayed graph hands out only arrays marked here
-
-    def describe(self, source: bool = True) -> str:
-        return (f"MarkWritten: the {len(self.arrays)} saved arrays for the backward pass now hold this "
-                "forward's results (a backward built before this step ran raises instead of reading them)")
