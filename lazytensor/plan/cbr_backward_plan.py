@@ -25,7 +25,8 @@ from lazytensor.kernels.program import Reduction
 from lazytensor.plan.cbr_plan import _contiguous
 from lazytensor.plan.lower import lower
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, may_overlap
-from lazytensor.plan.steps import FusedElementwise, FusedReduction
+from lazytensor.plan.replay import first_refusal
+from lazytensor.plan.steps import FusedElementwise, FusedReduction, Learned
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -115,29 +116,30 @@ def _x_hat(grid, conv_out, mean, inv_var, compute):
             * grid.channel(inv_var).astype(compute))
 
 
-def _build_sums(node, backend, cut, out):
-    steps: list = []
-    arrays = _operands(node, backend, cut, steps)
-    dy, conv_out, mean, inv_var, (lanes,), mask, bits = _split(node, arrays)
-    grid = _Grid(backend, conv_out.shape, node.device, mask, bits, steps, lanes=True)
+def _sums_step(backend, device, dy, conv_out, mean, inv_var, lanes, mask, bits, result, steps):
+    grid = _Grid(backend, conv_out.shape, device, mask, bits, steps, lanes=True)
     compute = _compute_dtype(conv_out)
     dy_masked = grid.masked(grid.nhwc(dy).astype(compute))
     x_hat = _x_hat(grid, conv_out, mean, inv_var, compute)
     # lanes (..., 2): lane 0 dY', lane 1 dY' * x_hat; reduced over the rows in one kernel
     value = apply("where", grid.t(lanes), dy_masked * x_hat, dy_masked)
     spec = Reduction("sum", (0,), grid.shape + (2,), _F64, _F32)
-    result = _result(node, backend, out, arrays)
     program, inputs, scalars = lower(value, compute)
     steps.append(FusedReduction(backend, program, spec, result.reshape(spec.out_shape), inputs, scalars,
                                 note="dBN sums: per channel sum(dY') and sum(dY' * x_hat), dY' = dY * ReLU mask, "
                                      "in one read of dY, the mask bits and the conv output"))
+
+
+def _build_sums(node, backend, cut, out):
+    steps: list = []
+    arrays = _operands(node, backend, cut, steps)
+    dy, conv_out, mean, inv_var, (lanes,), mask, bits = _split(node, arrays)
+    result = _result(node, backend, out, arrays)
+    _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, result, steps)
     return _finish(node, backend, out, result, steps)
 
 
-def _build_dx(node, backend, cut, out):
-    steps: list = []
-    arrays = _operands(node, backend, cut, steps)
-    dy, conv_out, mean, inv_var, (gamma, sums), mask, bits = _split(node, arrays)
+def _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, steps):
     grid = _Grid(backend, conv_out.shape, node.device, mask, bits, steps)
     compute = _compute_dtype(conv_out)
     dy_masked = grid.masked(grid.nhwc(dy).astype(compute))
@@ -146,12 +148,121 @@ def _build_dx(node, backend, cut, out):
     dbeta, dgamma = (grid.channel(sums[:, j]).astype(compute) for j in (0, 1))
     scale = grid.channel(gamma).astype(compute) * grid.channel(inv_var).astype(compute)
     d_conv = scale * (dy_masked - dbeta * per_value - x_hat * (dgamma * per_value))
-    result = _result(node, backend, out, arrays)
     program, inputs, scalars = lower(d_conv.astype(node.dtype), node.dtype)
     steps.append(FusedElementwise(backend, program, result.reshape(grid.shape), inputs, scalars,
                                   note="dBN: d(conv_out) from dY, the ReLU mask bits, the conv output and the "
                                        "dBN sums in one kernel"))
+
+
+def _cudnn_dbn_refusal(node) -> str | None:
+    """Why the cuDNN dbn_relu graph cannot take this node, or None."""
+    if not node.attrs.relu:
+        return "no ReLU mask (the batch_norm form)"
+    if node.dtype != np.float16:
+        return f"the graph takes float16 activations, not {node.dtype.name}"
+    if len(node.shape) != 4 or node.shape[-1] % 8:
+        return "cuDNN takes NHWC activations with a multiple of 8 channels"
+    from lazytensor.cbr.cudnn_support import cudnn_unavailable_reason
+    return cudnn_unavailable_reason()
+
+
+def _build_dx(node, backend, cut, out):
+    if backend.name == "cuda" and _cudnn_dbn_refusal(node) is None:
+        return _build_dx_chosen(node, backend, cut, out)
+    steps: list = []
+    arrays = _operands(node, backend, cut, steps)
+    dy, conv_out, mean, inv_var, (gamma, sums), mask, bits = _split(node, arrays)
+    result = _result(node, backend, out, arrays)
+    _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, steps)
     return _finish(node, backend, out, result, steps)
+
+
+def _build_dx_chosen(node, backend, cut, out):
+    """On CUDA: the own kernels or the cuDNN graph, whichever measured faster for the shape. The
+    sums node is not planned as an operand: both paths compute the sums themselves."""
+    from lazytensor.plan.cbr_dbn_choice import CUDNN, choose_dbn
+    steps: list = []
+    dy_n, conv_n, mean_n, inv_n, gamma_n, sums_n, mask_n, bits_n = node.args
+    dy, conv_out, mean, inv_var, gamma, mask, bits = (
+        _contiguous(cut(a), backend, steps).data for a in (dy_n, conv_n, mean_n, inv_n, gamma_n, mask_n, bits_n))
+    lanes = sums_n.args[4].data
+    result = _result(node, backend, out, (dy, conv_out, mean, inv_var, gamma, mask, bits))
+    sums = backend.empty((conv_out.shape[-1], 2), _F32)
+    own: list = []
+    _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, sums, own)
+    _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, own)
+    graph = DbnGraphStep(backend, (dy, mask, conv_out, gamma, mean, inv_var), result, own)
+    def graph_once():
+        if graph.built.value is None:
+            graph.launch_graph()        # raises CudnnGraphRejected: then the own kernels are chosen
+        else:
+            graph.run()
+    choice, why = choose_dbn(conv_out.shape, conv_out.device.id, lambda: [s.run() for s in own], graph_once)
+    if choice == CUDNN:
+        graph.note = f"stage 1: {choice} ({why})"
+        steps.append(graph)
+    else:
+        own[-1].note += f"\n  note: stage 1: {choice} ({why})"
+        steps.extend(own)
+    return _finish(node, backend, out, result, steps)
+
+
+class DbnGraphStep:
+    """drelu + dBN as one cuDNN graph (cbr/cudnn_dbn.py): d(conv_out) into `out`, dgamma and dbeta
+    into scratch rows (their own nodes compute them where asked for); the own kernels where cuDNN
+    rejects the graph for the shape (remembered, and shown by explain)."""
+    __slots__ = ("backend", "inputs", "out", "scratch", "fallback", "note", "built")
+    rejected: dict = {}     # shape -> cuDNN's reason
+
+    def __init__(self, backend, inputs, out, fallback, note=""):
+        self.backend, self.inputs, self.out, self.fallback, self.note = backend, tuple(inputs), out, fallback, note
+        self.scratch = backend.empty((2, out.shape[-1]), _F32)
+        self.built = Learned()
+
+    def run(self):
+        graph = self.built.value
+        if graph is not None:
+            graph.relaunch([a.data.ptr for a in (*self.inputs, self.out, *self.scratch)])
+            return
+        if tuple(self.out.shape) not in self.rejected:
+            from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+            try:
+                self.launch_graph()
+                return
+            except CudnnGraphRejected:
+                pass
+        for step in self.fallback:
+            step.run()
+
+    def launch_graph(self):
+        """The graph's first launch (built, planned and kept); CudnnGraphRejected when cuDNN will not."""
+        from lazytensor.cbr import cudnn_dbn
+        from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+        shape = tuple(self.out.shape)
+        dy, mask, y, gamma, mean, inv_var = self.inputs
+        try:
+            cudnn_dbn.dbn_relu(dy, mask, y, gamma, mean, inv_var, dx=self.out, dgamma=self.scratch[0],
+                               dbeta=self.scratch[1])
+        except CudnnGraphRejected as e:
+            self.rejected[shape] = e.reason
+            raise
+        self.built.value = cudnn_dbn.compiled_dbn_graph_for(shape, self.out.device.id)
+
+    def capture_refusal(self):
+        return first_refusal(self.fallback) if tuple(self.out.shape) in self.rejected else None
+
+    def describe(self, source: bool = True) -> str:
+        reason = self.rejected.get(tuple(self.out.shape))
+        if reason is not None:
+            return (f"CBR backward stage 1 on cuda: cuDNN rejected the dbn_relu graph ({reason}); own kernels:\n"
+                    + "\n".join("    " + s.describe(source) for s in self.fallback))
+        text = (f"CBR backward stage 1 on cuda: one cuDNN graph dY * mask (BOOLEAN, bit-packed) -> batchnorm_backward "
+                f"-> d(conv_out) {self.out.shape} {self.out.dtype}, dgamma, dbeta")
+        if source and self.built.value is not None:
+            text += "\n  plan: " + self.built.value.describe()
+        if self.note:
+            text += f"\n  note: {self.note}"
+        return text
 
 
 def _build_drelu(node, backend, cut, out):
