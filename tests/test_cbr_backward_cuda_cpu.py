@@ -1,0 +1,128 @@
+"""CPU-side checks of the fused CBR backward's CUDA pieces: the stage-1 kernels rendered as CUDA C and
+compiled to PTX by NVRTC (float16 activations, K a multiple of 8 and not), and the cuDNN dbn_relu
+graph description against a stand-in frontend that records the calls. They run on the H200 in
+tests/test_cbr_backward_gpu.py (-m gpu)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from lazytensor.cbr import cudnn_dbn
+from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+from lazytensor.cbr.cudnn_graphs import GraphKind, build_conv_graph
+from lazytensor.kernels.backend import backend_for
+from lazytensor.plan import saved_results
+from lazytensor.plan.planner import plan
+from lazytensor.plan.steps import FusedElementwise, FusedReduction
+from test_cbr_backward_graphs import FakeGraph, NotSupported, nhwc
+
+F16 = np.dtype(np.float16)
+
+
+def _holder(shape, dtype=F16, seed=0):
+    """A BatchNormSaved as a completed forward leaves it (arrays marked written), without running one."""
+    rng = np.random.default_rng(seed)
+    k = shape[-1]
+    saved = lt.BatchNormSaved()
+    y = rng.standard_normal(shape).astype(dtype)
+    saved.conv_out = lt.asarray(y)
+    saved.saved_mean = lt.asarray(rng.standard_normal(k).astype(np.float32))
+    saved.saved_inv_var = lt.asarray(rng.uniform(0.5, 2, k).astype(np.float32))
+    saved.relu_mask = lt.asarray(np.packbits(rng.random(y.size) > 0.5, bitorder="little"))
+    saved_results.mark([t.data for t in (saved.conv_out, saved.saved_mean, saved.saved_inv_var, saved.relu_mask)])
+    return saved, lt.asarray(rng.standard_normal(shape).astype(dtype)), lt.asarray(rng.standard_normal(k).astype(np.float32))
+
+
+def _steps(expr):
+    return plan(expr, np.empty(expr.shape, expr.dtype), backend_for("cpu"))
+
+
+@pytest.mark.parametrize("shape", [(4, 7, 7, 64), (2, 3, 5, 5)])
+def test_stage_one_kernels_compile_for_cuda(shape):
+    # the kernels the planner makes for float16 activations (the mask read as bytes over channel
+    # groups for K = 64; unpacked first for K = 5), rendered as the CUDA backend would and compiled
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
+    from lazytensor.kernels.cuda_layout import plan_launch
+    from lazytensor.kernels.render_cuda import render_cuda
+    from test_cuda_reduce_codegen import BLOCKS_PER_SM, SM_COUNT, _compile_together, _operands
+    from lazytensor.kernels.cuda_reduce_layout import plan_finish, plan_reduction
+    from lazytensor.kernels.nvrtc_check import compile_to_ptx
+    from lazytensor.kernels.render_cuda_reduce import render_cuda_finish, render_cuda_reduce
+    saved, dy, gamma = _holder(shape)
+    d_conv, dgamma, _, d_skip = lt.cbr_bn_backward(dy, saved, gamma, residual=True)
+    steps = _steps(d_conv) + _steps(d_skip)
+    elementwise = [st for st in steps if isinstance(st, FusedElementwise)]
+    reductions = [st for st in steps if isinstance(st, FusedReduction)]
+    # K = 5: each node unpacks the mask itself (the sums, d(conv_out) and d(skip)): 3 more kernels
+    assert len(reductions) == 1 and len(elementwise) == (2 if shape[-1] % 8 == 0 else 5)
+    for st in elementwise:
+        out = st.out
+        geometry = plan_launch(st.program, out.shape, out.strides, out.__array_interface__["data"][0],
+                               _operands(st.inputs))
+        src = render_cuda(st.program, geometry.layout)
+        compile_to_ptx(src.source, name=src.name)
+    (st,) = reductions
+    geometry = plan_reduction(st.spec.in_shape, st.spec.axes, _operands(st.inputs),
+                              [np.dtype(d).itemsize for d in st.program.input_dtypes()], SM_COUNT, BLOCKS_PER_SM)
+    sources = [render_cuda_reduce(st.program, st.spec, geometry.layout)]
+    sources += [render_cuda_finish(st.spec, plan_finish(geometry.K, chunks)[0]) for chunks in (64, 1024)]
+    _compile_together(sources)
+
+
+def test_dbn_graph_description(monkeypatch):
+    log = []
+    fake = SimpleNamespace(
+        data_type=SimpleNamespace(HALF="HALF", FLOAT="FLOAT", BOOLEAN="BOOLEAN"),
+        heur_mode=SimpleNamespace(A="A", FALLBACK="FALLBACK"),
+        cudnnGraphNotSupportedError=NotSupported,
+        pygraph=lambda **kw: DbnFakeGraph(log, **kw),
+    )
+    monkeypatch.setattr(cudnn_dbn, "import_cuda_modules", lambda: (None, fake))
+    key = cudnn_dbn.dbn_key((2, 9, 11, 16))
+    assert key.out_shape == (2, 9, 11, 16)
+    g = build_conv_graph(GraphKind.DBN_RELU, key, handle="h")
+    assert g.roles == ("dy", "mask", "y", "gamma", "mean", "inv_var", "dx", "dgamma", "dbeta")
+    dy, mask, y, gamma, mean, inv_var, dx, dgamma, dbeta = (t.fields for t in g.graph.tensors)
+    for t in (dy, mask, y):
+        assert (t["dim"], t["stride"]) == nhwc(2, 16, 9, 11)
+    assert mask["data_type"] == "BOOLEAN" and dy["data_type"] == y["data_type"] == "HALF"   # bit-packed mask
+    for t in (gamma, mean, inv_var, dgamma, dbeta):
+        assert (t["dim"], t["stride"]) == nhwc(1, 16, 1, 1) and t["data_type"] == "FLOAT"
+    (_, scale), = [e for e in log if e[0] == "scale"]
+    assert scale["input"].fields is dy and scale["scale"].fields is mask
+    (_, bn), = [e for e in log if e[0] == "batchnorm_backward"]
+    assert bn["input"].fields is y and bn["scale"].fields is gamma and bn["mean"].fields is mean
+    assert bn["inv_variance"].fields is inv_var and bn["grad"].fields["name"] == "dym"
+    assert dx["output"] is True and dx["data_type"] == "HALF" and (dx["dim"], dx["stride"]) == nhwc(2, 16, 9, 11)
+    assert dgamma["output"] is True and dbeta["output"] is True
+    assert [e[0] for e in log[-4:]] == ["validate", "build_operation_graph", "plans", "check_support"]
+
+
+def test_dbn_graph_rejections(monkeypatch):
+    fake = SimpleNamespace(data_type=SimpleNamespace(HALF="HALF", FLOAT="FLOAT", BOOLEAN="BOOLEAN"),
+                           heur_mode=SimpleNamespace(A="A", FALLBACK="FALLBACK"),
+                           cudnnGraphNotSupportedError=NotSupported, pygraph=lambda **kw: DbnFakeGraph([], **kw))
+    monkeypatch.setattr(cudnn_dbn, "import_cuda_modules", lambda: (None, fake))
+
+    def refuse(self):
+        raise NotSupported("no engine for this dBN")
+    monkeypatch.setattr(DbnFakeGraph, "check_support", refuse)
+    with pytest.raises(CudnnGraphRejected, match="dbn_relu.*no engine for this dBN"):
+        build_conv_graph(GraphKind.DBN_RELU, cudnn_dbn.dbn_key((2, 4, 4, 8)), handle="h")
+
+
+class DbnFakeGraph(FakeGraph):
+    def scale(self, **kw):
+        self.log.append(("scale", kw))
+        return self._tensor_unlisted(name="dym")
+
+    def batchnorm_backward(self, **kw):
+        self.log.append(("batchnorm_backward", kw))
+        return self._tensor(name="dx"), self._tensor(name="dgamma"), self._tensor(name="dbeta")
+
+    def _tensor_unlisted(self, **fields):
+        from test_cbr_backward_graphs import FakeTensor
+        return FakeTensor(self.log, 100, **fields)
