@@ -67,7 +67,8 @@ def _operands(x_shape, w_shape, seed=0):
 @pytest.mark.parametrize("form", ["relu", "residual", "bn"])
 @pytest.mark.parametrize("x_shape, w_shape, stride, padding", CASES)
 def test_fused_backward_on_cuda(x_shape, w_shape, stride, padding, form, choice, monkeypatch):
-    from lazytensor.plan import cbr_dbn_choice
+    from lazytensor.plan import cbr_dbn_choice, recipes
+    recipes.clear()                     # a plan kept from the other choice would be rebound instead
     forced = cbr_dbn_choice.CUDNN if choice == "cudnn" else cbr_dbn_choice.OWN
     monkeypatch.setattr(cbr_dbn_choice, "choose_dbn", lambda *a, **k: (forced, "forced by the test"))
     rng, x, w, gamma, beta = _operands(x_shape, w_shape)
@@ -79,9 +80,9 @@ def test_fused_backward_on_cuda(x_shape, w_shape, stride, padding, form, choice,
     assert pattern is not None and pattern.form == form
     grads = pattern.gradients(root, lt.asarray(dy, device="cuda"))
     want = reference(x, w, gamma, beta, skip, dy, y, saved, form, stride, padding)
-    conv = root.args[0] if form == "relu" else root.args[0].args[0] if form == "residual" else root
-    x_t, w_t = conv.args[0].args
-    gamma_t, beta_t = conv.args[1], conv.args[2]
+    bn = root.args[0] if form == "relu" else root.args[0].args[0] if form == "residual" else root
+    x_t, w_t = bn.args[0].args
+    gamma_t, beta_t = bn.args[1], bn.args[2]
     named = {"x": x_t, "w": w_t, "gamma": gamma_t, "beta": beta_t}
     if form == "residual":
         named["skip"] = skip_t
