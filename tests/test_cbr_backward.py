@@ -106,7 +106,8 @@ def test_stage_one_is_one_reduction_then_one_kernel_and_writes_no_masked_gradien
     rng, f = _small_forward()
     d_conv, _, _, _ = lt.cbr_bn_backward(lt.asarray(rng.standard_normal(f.y.shape).astype(np.float32)),
                                         f.saved, f.gamma)
-    kinds = [type(s).__name__ for s in lt.explain(d_conv, source=False).steps]
+    steps = lt.explain(d_conv, source=False).steps
+    kinds = [type(s).__mro__[1].__name__ for s in steps]      # GridReduction, GridElementwise
     assert kinds == ["FusedReduction", "FusedElementwise"], kinds
 
 
@@ -249,3 +250,16 @@ def test_dx_in_x_is_explained_and_checked():
         lt.conv_grads(d_conv, lt.asarray(x) * 1.0, w, attrs, dx_in_x=True)
     with pytest.raises(ValueError, match="cannot hold"):
         lt.conv_grads(d_conv.astype(np.float64), lt.asarray(x.copy()), w, attrs, dx_in_x=True)
+
+
+def test_stage_one_is_planned_once_and_rebound():
+    # the kernels hold the arrays, not views of them, so a plan recipe rebinds them (and CUDA can replay)
+    from lazytensor.plan import recipes
+    rng, f = _small_forward(form="residual")
+    dy = lt.asarray(rng.standard_normal(f.y.shape).astype(np.float32))
+    d_conv, _, _, d_skip = lt.cbr_bn_backward(dy, f.saved, f.gamma, residual=True)
+    for expr in (d_conv, d_skip):
+        out = lt.empty(expr.shape, expr.dtype)
+        out[...] = expr
+        key = recipes.signature(expr, out.data)[0]
+        assert isinstance(recipes._recipes.get(key), recipes.Recipe)

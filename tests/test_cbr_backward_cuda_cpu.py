@@ -58,6 +58,8 @@ def test_stage_one_kernels_compile_for_cuda(shape):
     reductions = [st for st in steps if isinstance(st, FusedReduction)]
     # K = 5: each node unpacks the mask itself (the sums, d(conv_out) and d(skip)): 3 more kernels
     assert len(reductions) == 1 and len(elementwise) == (2 if shape[-1] % 8 == 0 else 5)
+    for st in elementwise + reductions:
+        st._views()                     # the grid's views of the arrays, made on a step's first run
     for st in elementwise:
         out = st.out
         geometry = plan_launch(st.program, out.shape, out.strides, out.__array_interface__["data"][0],

@@ -41,14 +41,15 @@ class _Grid:
         # lanes: one more axis of length 1 at the end, over which the sums' two lanes broadcast
         # (every operand is reshaped so; reshaping the expressions instead would copy their subtrees)
         self.device, self.tail = device, (1,) if lanes else ()
+        self.origin: dict = {}          # id(view) -> (the array it reshapes, the view's shape)
         self.m, self.k = math.prod(shape[:-1]), shape[-1]
         self.bit = None
         if mask is None:
             self.shape = (self.m, self.k)
         elif self.k % 8 == 0:
             self.shape = (self.m, self.k // 8, 8)
-            byte = self.t(mask.reshape((self.m, self.k // 8, 1) + self.tail))
-            self.bit = apply("not_equal", apply("bitwise_and", byte, self.t(bits.reshape((8,) + self.tail))), 0)
+            byte = self.view(mask, (self.m, self.k // 8, 1) + self.tail)
+            self.bit = apply("not_equal", apply("bitwise_and", byte, self.view(bits, (8,) + self.tail)), 0)
         else:
             self.shape = (self.m, self.k)
             self.bit = self._unpacked(backend, mask, bits, steps)
@@ -56,29 +57,97 @@ class _Grid:
     def t(self, a):
         return _tensor.Tensor(a, self.device)
 
+    def view(self, a, shape):
+        """`a` reshaped to `shape`, as an operand; the view is remembered so that a step can hold `a`
+        itself (see GridElementwise)."""
+        v = a.reshape(shape)
+        self.origin[id(v)] = (a, tuple(shape))
+        return self.t(v)
+
+    def bases(self, arrays):
+        """(array, shape) per kernel operand: what each operand reshapes."""
+        return [self.origin.get(id(v), (v, tuple(v.shape))) for v in arrays]
+
     def nhwc(self, a):
         """An (..., K) array as an operand over the grid."""
-        return self.t(a.reshape(self.shape + self.tail))
+        return self.view(a, self.shape + self.tail)
 
     def channel(self, a):
         """A (K,) vector (or a strided column) as an operand over the grid."""
-        return self.t(a.reshape(self.shape[1:] + self.tail))
+        return self.view(a, self.shape[1:] + self.tail)
 
     def _unpacked(self, backend, mask, bits, steps):
         nbytes = mask.shape[0]
         unpacked = backend.empty((nbytes, 8), _U8)
-        bit = apply("not_equal", apply("bitwise_and", self.t(mask.reshape(nbytes, 1)), self.t(bits)), 0)
+        bit = apply("not_equal", apply("bitwise_and", self.view(mask, (nbytes, 1)), self.t(bits)), 0)
         program, inputs, scalars = lower(bit.astype(_U8), _U8)
-        steps.append(FusedElementwise(backend, program, unpacked, inputs, scalars,
+        steps.append(GridElementwise(backend, program, (unpacked, unpacked.shape), self.bases(inputs), scalars,
                                       note=f"ReLU mask unpacked to a byte per element: K = {self.k} is not a "
                                            "multiple of 8, so mask bytes straddle rows of channels"))
         flat = unpacked.reshape(nbytes * 8)[: self.m * self.k].reshape((self.m, self.k) + self.tail)
-        return apply("not_equal", self.t(flat), 0)
+        return apply("not_equal", self.view(flat, flat.shape), 0)
 
     def masked(self, dy):
         """dY' = dY where the forward's ReLU passed, else 0 (where, not a product: an inf in dY
         behind a closed ReLU gives 0, as relu's own gradient)."""
         return dy if self.bit is None else apply("where", self.bit, dy, 0)
+
+
+class GridElementwise(FusedElementwise):
+    """A FusedElementwise over reshaped views of its arrays (the grid above), made on its first run:
+    it holds the arrays themselves, which a plan recipe rebinds to each call's own (a view of a
+    plan's input or destination it could not rebind, and the plan would be made on every call)."""
+    __slots__ = ("bases",)
+    per_arrays = ("bound", "inputs", "out")
+
+    def __init__(self, backend, program, out_base, input_bases, scalars, note=""):
+        super().__init__(backend, program, None, None, scalars, note)
+        self.bases = (out_base, tuple(input_bases))
+
+    def _views(self):
+        if self.out is None:
+            (out, shape), inputs = self.bases
+            self.out = out.reshape(shape)
+            self.inputs = [a.reshape(s) for a, s in inputs]
+
+    def run(self):
+        self._views()
+        super().run()
+
+    def describe(self, source: bool = True) -> str:
+        self._views()
+        return super().describe(source)
+
+
+class GridReduction(FusedReduction):
+    """A FusedReduction over reshaped views of its arrays, as GridElementwise."""
+    __slots__ = ("bases",)
+    per_arrays = ("inputs", "out")
+
+    def __init__(self, backend, program, spec, out_base, input_bases, scalars, note=""):
+        (out, shape), input_bases = out_base, tuple(input_bases)
+        super().__init__(backend, program, spec, out.reshape(shape), [a.reshape(s) for a, s in input_bases],
+                         scalars, note)
+        self.bases = (out_base, input_bases)
+        self.out = self.inputs = None
+
+    def _views(self):
+        if self.out is None:
+            (out, shape), inputs = self.bases
+            self.out = out.reshape(shape)
+            self.inputs = [a.reshape(s) for a, s in inputs]
+
+    def run(self):
+        self._views()
+        super().run()
+
+    def capture_refusal(self):
+        self._views()
+        return super().capture_refusal()
+
+    def describe(self, source: bool = True) -> str:
+        self._views()
+        return super().describe(source)
 
 
 def _operands(node, backend, cut, steps):
@@ -125,7 +194,7 @@ def _sums_step(backend, device, dy, conv_out, mean, inv_var, lanes, mask, bits, 
     value = apply("where", grid.t(lanes), dy_masked * x_hat, dy_masked)
     spec = Reduction("sum", (0,), grid.shape + (2,), _F64, _F32)
     program, inputs, scalars = lower(value, compute)
-    steps.append(FusedReduction(backend, program, spec, result.reshape(spec.out_shape), inputs, scalars,
+    steps.append(GridReduction(backend, program, spec, (result, spec.out_shape), grid.bases(inputs), scalars,
                                 note="dBN sums: per channel sum(dY') and sum(dY' * x_hat), dY' = dY * ReLU mask, "
                                      "in one read of dY, the mask bits and the conv output"))
 
@@ -149,8 +218,8 @@ def _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits
     scale = grid.channel(gamma).astype(compute) * grid.channel(inv_var).astype(compute)
     d_conv = scale * (dy_masked - dbeta * per_value - x_hat * (dgamma * per_value))
     program, inputs, scalars = lower(d_conv.astype(node.dtype), node.dtype)
-    steps.append(FusedElementwise(backend, program, result.reshape(grid.shape), inputs, scalars,
-                                  note="dBN: d(conv_out) from dY, the ReLU mask bits, the conv output and the "
+    steps.append(GridElementwise(backend, program, (result, grid.shape), grid.bases(inputs), scalars,
+                                 note="dBN: d(conv_out) from dY, the ReLU mask bits, the conv output and the "
                                        "dBN sums in one kernel"))
 
 
@@ -272,8 +341,8 @@ def _build_drelu(node, backend, cut, out):
     grid = _Grid(backend, dy.shape, node.device, mask, bits, steps)
     result = _result(node, backend, out, arrays)
     program, inputs, scalars = lower(grid.masked(grid.nhwc(dy)), node.dtype)
-    steps.append(FusedElementwise(backend, program, result.reshape(grid.shape), inputs, scalars,
-                                  note="d(skip) = dY * ReLU mask, reading the mask bits"))
+    steps.append(GridElementwise(backend, program, (result, grid.shape), grid.bases(inputs), scalars,
+                                 note="d(skip) = dY * ReLU mask, reading the mask bits"))
     return _finish(node, backend, out, result, steps)
 
 
