@@ -42,6 +42,7 @@ class _Grid:
         # (every operand is reshaped so; reshaping the expressions instead would copy their subtrees)
         self.device, self.tail = device, (1,) if lanes else ()
         self.origin: dict = {}          # id(view) -> (the array it reshapes, the view's shape)
+        self.made: dict = {}            # (id(array), shape) -> (array, the operand made of it)
         self.m, self.k = math.prod(shape[:-1]), shape[-1]
         self.bit = None
         if mask is None:
@@ -60,9 +61,14 @@ class _Grid:
     def view(self, a, shape):
         """`a` reshaped to `shape`, as an operand; the view is remembered so that a step can hold `a`
         itself (see GridElementwise)."""
+        hit = self.made.get((id(a), tuple(shape)))
+        if hit is not None:             # one operand per array: a kernel reads it once
+            return hit[1]
         v = a.reshape(shape)
         self.origin[id(v)] = (a, tuple(shape))
-        return self.t(v)
+        t = self.t(v)
+        self.made[(id(a), tuple(shape))] = (a, t)      # `a` kept alive: its id is not reused meanwhile
+        return t
 
     def bases(self, arrays):
         """(array, shape) per kernel operand: what each operand reshapes."""
