@@ -77,11 +77,14 @@ class CbrBackward:
             grad = broadcast_to(grad, node.shape)
         d_conv, dgamma, dbeta, d_skip = cbr_bn_backward(grad, bn.attrs.saved, gamma, relu=self.form != "bn",
                                                         residual=self.form == "residual")
-        grads = {x: conv2d_backward_data(d_conv, w, x.shape, conv.attrs),
-                 w: conv2d_backward_filter(x, d_conv, w.shape, conv.attrs),
-                 gamma: dgamma.astype(gamma.dtype), beta: dbeta.astype(beta.dtype)}
+        grads: dict = {}
+        pairs = [(x, conv2d_backward_data(d_conv, w, x.shape, conv.attrs)),
+                 (w, conv2d_backward_filter(x, d_conv, w.shape, conv.attrs)),
+                 (gamma, dgamma.astype(gamma.dtype)), (beta, dbeta.astype(beta.dtype))]
         if skip is not None:
-            grads[skip] = d_skip
+            pairs.append((skip, d_skip))
+        for operand, g in pairs:        # one operand in two places (gamma passed as beta too): the sum
+            grads[operand] = g if operand not in grads else grads[operand] + g
         return grads
 
     def __repr__(self):

@@ -82,7 +82,7 @@ class WgradThenDgrad:
 
 def _key(x, w, attrs) -> str:
     from lazytensor.plan.cbr_stage1 import _device_name
-    return f"{_device_name(x.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
+    return f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
 
 
 def _disk_path():
