@@ -115,7 +115,7 @@ def torch_peers(torch, case):
             def step():
                 with torch.autocast("cuda", dtype=torch.float16):
                     y = fn(x, w, gamma, beta)
-                return torch.autograd.grad(y, (x, w, gamma, beta), dy)
+                return torch.autograd.grad(y, (x, w, gamma, beta), dy if dy.dtype == y.dtype else dy.to(y.dtype))
             return step
         return build
 
