@@ -263,3 +263,24 @@ def test_stage_one_is_planned_once_and_rebound():
         out[...] = expr
         key = recipes.signature(expr, out.data)[0]
         assert isinstance(recipes._recipes.get(key), recipes.Recipe)
+
+
+@pytest.mark.parametrize("form", ["relu", "residual"])
+def test_float16_activations_on_the_cpu(form):
+    # float16 conv output and dY, computed in float32 as the unfused rules do; float32 dgamma and dbeta
+    rng, x, w, gamma, beta = operands((2, 5, 5, 8), (16, 3, 3, 8), form, 4, np.float16)
+    skip = rng.standard_normal((2, 5, 5, 16)).astype(np.float16)
+    f = Forward(x, w, gamma, beta, skip, form, dict(padding=1))
+    dy = rng.standard_normal(f.y.shape).astype(np.float16)
+    got, want = fused_gradients(f, dy), unfused_gradients(f, dy)
+    assert got["gamma"].dtype == got["beta"].dtype == np.float32 and got["x"].dtype == np.float16
+    for name in want:
+        assert_close(got[name], want[name], name, 2e-2)
+
+
+def test_inference_and_unevaluated_forms_take_the_per_op_rules():
+    rng, x, w, gamma, beta = operands((2, 4, 4, 3), (8, 3, 3, 3), "relu", 0, np.float32)
+    running = lt.zeros((8,), np.float32), lt.ones((8,), np.float32)
+    bn = lt.batch_norm(lt.conv2d(lt.asarray(x), lt.asarray(w), padding=1), lt.asarray(gamma), lt.asarray(beta),
+                       *running, training=False)
+    assert matching_pattern(lt.relu(bn)) is None and matching_pattern(bn) is None
