@@ -263,6 +263,14 @@ def print_summary(jobs: list[GraphTuning], table: ExperienceTable) -> None:
         ratio = f"{g / c:5.2f}" if g and c else "  n/a"
         more = "..." if len(layers) > 3 else ""
         print(f"{key.table_key():58s} {fmt(g)} | {fmt(c)} | {ratio} | {fmt(i)}   ({', '.join(layers[:3])}{more})")
+    backward = (GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD, GraphKind.DBN_RELU)
+    if any(job.kind in backward for job in jobs):
+        print("\n# best ms per shape, backward: conv_dgrad | conv_wgrad | dbn_relu (of the conv's output)")
+        conv_keys = dict.fromkeys(job.key for job in jobs if job.kind is not GraphKind.DBN_RELU)
+        for key in conv_keys:
+            times = [(table.lookup(kind, dbn_key(key.out_shape) if kind is GraphKind.DBN_RELU else key) or {})
+                     .get("times_ms", {}) for kind in backward]
+            print(f"{key.table_key():58s} " + " | ".join(fmt(min(t.values()) if t else None) for t in times))
 
 
 if __name__ == "__main__":
