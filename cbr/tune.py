@@ -252,7 +252,7 @@ def graph_line(kind: GraphKind, key: ConvKey, entry: dict) -> str:
 def print_summary(jobs: list[GraphTuning], table: ExperienceTable) -> None:
     """conv+genstats against conv alone (and the inference graph) per shape: best times."""
     print("\n# best ms per shape: conv+genstats | conv | ratio | inference graph   (layers)")
-    keys = list(dict.fromkeys((job.key, tuple(job.layers)) for job in jobs))
+    keys = list(dict.fromkeys((job.key, tuple(job.layers)) for job in jobs if job.kind is not GraphKind.DBN_RELU))
     fmt = lambda v: f"{v:8.4f}" if v is not None else "     n/a"  # noqa: E731
     for key, layers in keys:
         def best(kind):
