@@ -188,6 +188,12 @@ def test_the_first_layer_plans_no_dgrad():
     steps = lt.explain(grads[f.w], source=False).steps       # dW alone: x is training data
     kinds = [getattr(s, "kind", type(s).__name__) for s in steps]
     assert "wgrad" in kinds and "dgrad" not in kinds, kinds
+    # told which gradients are wanted, the pattern builds no dX and explain says why
+    wanted = [f.w, f.gamma, f.beta]
+    grads = matching_pattern(f.root).gradients(f.root, lt.asarray(np.ones(f.y.shape, np.float32)), wanted)
+    assert f.x not in grads.keys() and set(grads) == {f.w, f.gamma, f.beta}
+    text = str(lt.explain(grads[f.w], source=False))
+    assert "first layer" in text and "no dgrad is planned" in text
 
 
 @needs_grad

@@ -5,11 +5,14 @@ BACKWARD_PATTERNS holds objects with
     match(node) -> bool
         True when `node` is the root of the pattern AND the pattern can take it now (for the
         fused CBR backward: a training forward whose saved results are complete);
-    gradients(node, grad) -> dict
+    gradients(node, grad, wanted=None) -> dict
         for the root `node` and the gradient `grad` of its output (a lazy expression of node's
         shape, or broadcastable to it), {operand: gradient} for each Expr or Tensor below the
         root that is an input of the pattern (e.g. x, w, gamma, beta, skip); each gradient is a
-        lazy expression of that operand's shape, or None where none flows.
+        lazy expression of that operand's shape, or None where none flows. wanted (optional): the
+        operands whose gradients the reverse pass needs (those that lead to one of lt.grad's
+        inputs); a pattern may then leave out the others and say so (the CBR pattern's first
+        layer: no dX, and explain notes that no dgrad is planned).
 The reverse pass (lazytensor.autodiff.reverse, lt.grad) tries the patterns at each node in
 reverse topological order, before the per-op rules; when one matches, it adds the returned
 gradients to those operands' and skips the nodes between the root and those operands (the pattern

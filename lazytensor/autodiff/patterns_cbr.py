@@ -11,7 +11,7 @@ matches only when the forward it needs has run to its end and saved what stage 1
 mask is saved when the relu is the root of an evaluated expression); otherwise the per-op rules
 (rules_conv_bn) take the nodes, recomputing what they need from x, so gradients stay right either
 way. When x is not among lt.grad's inputs (the first layer), dX is never evaluated and no dgrad
-is planned.
+is planned; given `wanted` without x, the pattern builds no dX and the wgrad step's explain says why.
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ class CbrBackward:
         found = self.parts(node)
         return found is not None and _complete(found[0], self.form != "bn")
 
-    def gradients(self, node, grad) -> dict:
+    def gradients(self, node, grad, wanted=None) -> dict:
         bn, conv, skip = self.parts(node)
         x, w = conv.args
         gamma, beta = bn.args[1], bn.args[2]
@@ -78,8 +78,9 @@ class CbrBackward:
         d_conv, dgamma, dbeta, d_skip = cbr_bn_backward(grad, bn.attrs.saved, gamma, relu=self.form != "bn",
                                                         residual=self.form == "residual")
         grads: dict = {}
-        pairs = [(x, conv2d_backward_data(d_conv, w, x.shape, conv.attrs)),
-                 (w, conv2d_backward_filter(x, d_conv, w.shape, conv.attrs)),
+        first_layer = wanted is not None and not any(t is x for t in wanted)
+        pairs = [] if first_layer else [(x, conv2d_backward_data(d_conv, w, x.shape, conv.attrs))]
+        pairs += [(w, conv2d_backward_filter(x, d_conv, w.shape, conv.attrs, first_layer=first_layer)),
                  (gamma, dgamma.astype(gamma.dtype)), (beta, dbeta.astype(beta.dtype))]
         if skip is not None:
             pairs.append((skip, d_skip))

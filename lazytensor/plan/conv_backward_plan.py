@@ -120,6 +120,7 @@ def _build(kind):
         else:
             x_shape, w_shape = tuple(a.shape), tuple(node.shape)
         path, note = backward_path(backend, x_shape, w_shape, node.dtype)
+        note = "; ".join(n for n in (note, getattr(node.attrs, "note", "")) if n)
         # (the step reads windows of its operands: any overlap with them needs the temporary)
         dense = (out is not None and out.flags.c_contiguous
                  and not any(may_overlap(out, t.data) for t in (a, b)))
