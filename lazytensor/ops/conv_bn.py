@@ -63,9 +63,8 @@ class BatchNormSaved:
         return f"BatchNormSaved({', '.join(got) or 'not evaluated yet'}; path={self.path!r})"
 
     def release(self) -> None:
-        """Drop the saved arrays (their memory goes back to the pool); a backward built later raises."""
-        from lazytensor.plan.saved_results import forget
-        forget([t.data for t in (getattr(self, n) for n in _SAVED) if t is not None])
+        """Drop the saved arrays (their memory goes back to the pool, or to the CUDA graph that wrote
+        them, which hands them out again with its next forward); a backward built later raises."""
         for n in _SAVED:
             setattr(self, n, None)
         self.released = True

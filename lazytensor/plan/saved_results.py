@@ -13,27 +13,15 @@ from __future__ import annotations
 import weakref
 
 _written: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()   # id(array) -> array
-_strong: dict = {}          # arrays that take no weak reference: id -> array (bounded below)
-_MAX_STRONG = 4096
+# (NumPy and CuPy arrays take weak references: an entry goes with its array, so a later array
+# that reuses the id is never taken for a written one)
 
 
 def mark(arrays) -> None:
     for a in arrays:
-        try:
-            _written[id(a)] = a
-        except TypeError:
-            if len(_strong) >= _MAX_STRONG:
-                _strong.pop(next(iter(_strong)))
-            _strong[id(a)] = a
+        _written[id(a)] = a
 
 
 def written(a) -> bool:
     """True when `a` (this very array object) was written by a forward that ran to its end."""
-    return _written.get(id(a)) is a or _strong.get(id(a)) is a
-
-
-def forget(arrays) -> None:
-    """The arrays no longer hold a forward's results (a holder released them)."""
-    for a in arrays:
-        _written.pop(id(a), None)
-        _strong.pop(id(a), None)
+    return _written.get(id(a)) is a
