@@ -128,3 +128,47 @@ class DbnFakeGraph(FakeGraph):
     def _tensor_unlisted(self, **fields):
         from test_cbr_backward_graphs import FakeTensor
         return FakeTensor(self.log, 100, **fields)
+
+
+@pytest.fixture
+def fake_gpu_timing(monkeypatch, tmp_path):
+    """choose_dbn's measurements without a GPU: burst_ms returns what each candidate says it costs."""
+    from lazytensor.kernels import cuda_timing
+    from lazytensor.plan import cbr_dbn_choice, cbr_stage1
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LAZYTENSOR_CBR_TUNE", raising=False)
+    monkeypatch.setattr(cbr_stage1, "_device_name", lambda device_id: "FakeGPU")
+    monkeypatch.setattr(cuda_timing, "burst_ms", lambda fn, **kw: fn())
+    monkeypatch.setattr(cbr_dbn_choice, "_choices", {})
+    return cbr_dbn_choice
+
+
+def test_the_dbn_choice_is_measured_once_and_kept(fake_gpu_timing):
+    c = fake_gpu_timing
+    calls = []
+
+    def own():
+        calls.append("own")
+        return 0.2
+
+    def graph():
+        calls.append("graph")
+        return 0.1
+    choice, note = c.choose_dbn((2, 4, 4, 8), 0, own, graph)
+    assert choice == c.CUDNN and "own kernels 0.200 ms" in note and "0.100 ms" in note
+    assert c.choose_dbn((2, 4, 4, 8), 0, own, graph) == (choice, note) and calls == ["own", "graph"]
+    c._choices.clear()                                  # a new process: from the disk cache, not timed
+    choice2, note2 = c.choose_dbn((2, 4, 4, 8), 0, own, graph)
+    assert choice2 == c.CUDNN and note2.endswith("from the disk cache") and calls == ["own", "graph"]
+    assert c.choose_dbn((2, 4, 4, 16), 0, lambda: 0.1, lambda: 0.3)[0] == c.OWN
+
+
+def test_the_dbn_choice_untimed_or_rejected_takes_the_own_kernels(fake_gpu_timing, monkeypatch):
+    c = fake_gpu_timing
+
+    def rejected():
+        raise CudnnGraphRejected("dbn_relu", cudnn_dbn.dbn_key((2, 4, 4, 8)), "no engine")
+    choice, note = c.choose_dbn((2, 4, 4, 8), 0, lambda: 0.5, rejected)
+    assert choice == c.OWN and "cuDNN rejected the dbn_relu graph: no engine" in note
+    monkeypatch.setenv("LAZYTENSOR_CBR_TUNE", "0")
+    assert c.choose_dbn((4, 4, 4, 8), 0, lambda: 1 / 0, lambda: 1 / 0) == (c.OWN, "LAZYTENSOR_CBR_TUNE=0: not timed")
