@@ -172,3 +172,46 @@ def test_the_dbn_choice_untimed_or_rejected_takes_the_own_kernels(fake_gpu_timin
     assert choice == c.OWN and "cuDNN rejected the dbn_relu graph: no engine" in note
     monkeypatch.setenv("LAZYTENSOR_CBR_TUNE", "0")
     assert c.choose_dbn((4, 4, 4, 8), 0, lambda: 1 / 0, lambda: 1 / 0) == (c.OWN, "LAZYTENSOR_CBR_TUNE=0: not timed")
+
+
+class _CudaNamedCpu:
+    """The CPU backend under the name "cuda": the CUDA planning branches of stage 1, run on the host."""
+    name = "cuda"
+
+    def __init__(self):
+        self._cpu = backend_for("cpu")
+
+    def __getattr__(self, item):
+        return getattr(self._cpu, item)
+
+
+@pytest.mark.parametrize("forced", ["own", "cudnn"])
+def test_the_cuda_stage_one_plan_on_a_stand_in(forced, monkeypatch):
+    # _build_dx_chosen and DbnGraphStep wired as on CUDA: the chosen path's steps, the same d(conv_out)
+    from lazytensor.plan import cbr_backward_plan, cbr_dbn_choice
+    from lazytensor.plan.planner import cutter
+    choice = cbr_dbn_choice.CUDNN if forced == "cudnn" else cbr_dbn_choice.OWN
+    monkeypatch.setattr(cbr_dbn_choice, "choose_dbn", lambda *a: (choice, "forced by the test"))
+    monkeypatch.setattr(cbr_backward_plan, "_cudnn_dbn_refusal", lambda node: None)
+    saved, dy, gamma = _holder((2, 3, 3, 16), np.dtype(np.float32), seed=5)
+    want = lt.evaluate(lt.cbr_bn_backward(dy, saved, gamma)[0]).numpy()
+
+    def dbn_relu(dy, mask, y, gamma, mean, inv_var, *, dx, dgamma, dbeta):
+        bits = np.unpackbits(mask, bitorder="little")[: y.size].reshape(y.shape).astype(bool)
+        g = np.where(bits, dy, 0).astype(np.float64)
+        x_hat = (y - mean) * inv_var
+        n = y.size // y.shape[-1]
+        dbeta[...], dgamma[...] = g.sum(axis=(0, 1, 2)), (g * x_hat).sum(axis=(0, 1, 2))
+        dx[...] = gamma * inv_var * (g - dbeta / n - x_hat * dgamma / n)
+    monkeypatch.setattr(cudnn_dbn, "dbn_relu", dbn_relu)
+    monkeypatch.setattr(cudnn_dbn, "compiled_dbn_graph_for", lambda *a, **k: None)
+    node = lt.cbr_bn_backward(dy, saved, gamma)[0]
+    steps: list = []
+    backend = _CudaNamedCpu()
+    new_steps, result = cbr_backward_plan._build_dx(node, backend, cutter(steps, backend), None)
+    names = [type(s).__name__ for s in steps + new_steps]
+    assert names == (["DbnGraphStep"] if forced == "cudnn" else ["GridReduction", "GridElementwise"]), names
+    assert "forced by the test" in "".join(s.describe(False) for s in new_steps)
+    for s in steps + new_steps:
+        s.run()
+    np.testing.assert_allclose(result.numpy(), want, rtol=1e-4, atol=1e-5)

@@ -272,7 +272,8 @@ def _build_dx_chosen(node, backend, cut, out):
             graph.launch_graph()        # raises CudnnGraphRejected: then the own kernels are chosen
         else:
             graph.run()
-    choice, why = choose_dbn(conv_out.shape, conv_out.device.id, lambda: [s.run() for s in own], graph_once)
+    device_id = getattr(conv_out.device, "id", 0)      # (a NumPy array under a stand-in backend: "cpu")
+    choice, why = choose_dbn(conv_out.shape, device_id, lambda: [s.run() for s in own], graph_once)
     if choice == CUDNN:
         graph.note = f"stage 1: {choice} ({why})"
         steps.append(graph)
@@ -321,7 +322,7 @@ class DbnGraphStep:
         except CudnnGraphRejected as e:
             self.rejected[shape] = e.reason
             raise
-        self.built.value = cudnn_dbn.compiled_dbn_graph_for(shape, self.out.device.id)
+        self.built.value = cudnn_dbn.compiled_dbn_graph_for(shape, getattr(self.out.device, "id", 0))
 
     def capture_refusal(self):
         return first_refusal(self.fallback) if tuple(self.out.shape) in self.rejected else None
