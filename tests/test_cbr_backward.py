@@ -290,3 +290,15 @@ def test_inference_and_unevaluated_forms_take_the_per_op_rules():
     bn = lt.batch_norm(lt.conv2d(lt.asarray(x), lt.asarray(w), padding=1), lt.asarray(gamma), lt.asarray(beta),
                        *running, training=False)
     assert matching_pattern(lt.relu(bn)) is None and matching_pattern(bn) is None
+
+
+def test_bad_arguments_say_what_to_pass():
+    _, f = _small_forward()
+    with pytest.raises(ValueError, match=r"dy has shape \(2, 4, 4, 7\).*gradient of that output"):
+        lt.cbr_bn_backward(lt.ones((2, 4, 4, 7), np.float32), f.saved, f.gamma)
+    with pytest.raises(TypeError, match="BatchNormSaved"):
+        lt.cbr_bn_backward(lt.ones(f.y.shape, np.float32), {}, f.gamma)
+    with pytest.raises(ValueError, match="residual=True.*needs relu=True"):
+        lt.cbr_bn_backward(lt.ones(f.y.shape, np.float32), f.saved, f.gamma, relu=False, residual=True)
+    with pytest.raises(ValueError, match=r"gamma must have shape \(8,\)"):
+        lt.cbr_bn_backward(lt.ones(f.y.shape, np.float32), f.saved, lt.ones((3,), np.float32))
