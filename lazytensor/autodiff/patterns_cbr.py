@@ -8,12 +8,15 @@ Stage 1 (drelu + dBN, lazytensor.ops.cbr_backward) reads the forward's saved sta
 output and 1-bit ReLU mask; stages 2 and 3 are the backward convolutions of d(conv_out): wgrad
 dW = conv2d_backward_filter(x, d_conv) and dgrad dX = conv2d_backward_data(d_conv, w). A pattern
 matches only when the forward it needs has run to its end and saved what stage 1 reads (the ReLU
-mask is saved when the relu is the root of an evaluated expression); otherwise the per-op rules
+mask is saved when the relu is the root of an evaluated expression), and for float16 and float32
+activations (the saved statistics are float32); otherwise the per-op rules
 (rules_conv_bn) take the nodes, recomputing what they need from x, so gradients stay right either
 way. When x is not among lt.grad's inputs (the first layer), dX is never evaluated and no dgrad
 is planned; given `wanted` without x, the pattern builds no dX and the wgrad step's explain says why.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from lazytensor.autodiff.patterns import BACKWARD_PATTERNS
 from lazytensor.core.expr import Expr
@@ -67,7 +70,10 @@ class CbrBackward:
 
     def match(self, node) -> bool:
         found = self.parts(node)
-        return found is not None and _complete(found[0], self.form != "bn")
+        # float64 activations take the per-op rules: the saved statistics are float32 (as cuDNN's),
+        # which would cost a float64 gradient its precision
+        return (found is not None and found[0].dtype != np.float64
+                and _complete(found[0], self.form != "bn"))
 
     def gradients(self, node, grad, wanted=None) -> dict:
         bn, conv, skip = self.parts(node)
