@@ -37,6 +37,11 @@ from lazytensor.plan.simultaneous import assign
 from lazytensor.autodiff import grad, Gradients
 from lazytensor.tools.explain_grad import explain_grad
 
+# The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own and their planner.
+from lazytensor.ops.cbr_backward import cbr_bn_backward
+from lazytensor.plan import cbr_backward_plan as _cbr_backward_plan  # noqa: F401  (registers their steps)
+from lazytensor.plan.conv_grads import conv_grads
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -52,4 +57,5 @@ __all__ = [
     "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
     "assign",
     "grad", "Gradients", "explain_grad",
+    "cbr_bn_backward", "conv_grads",
 ]

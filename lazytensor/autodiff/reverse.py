@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.autodiff.patterns import matching_pattern
 from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
 from lazytensor.autodiff.rules_views import sum_to, view_gradient
 from lazytensor.core.expr import Const, astype
@@ -77,6 +78,15 @@ def grad(output, inputs, grad_output=None):
             if node.view_of is not None and reaches[id(node.view_of[0])]:
                 base, steps = node.view_of
                 pending.setdefault(id(base), []).append(view_gradient(g, steps, base.shape))
+            continue
+        pattern = matching_pattern(node)
+        if pattern is not None:
+            # A whole subgraph at once (the fused CBR backward): its inputs get their gradients,
+            # the nodes it consumed get none from this root.
+            wanted = [n for n in _pattern_operands(node) if reaches[id(n)]]
+            for operand, d in pattern.gradients(node, g, wanted=wanted).items():
+                if d is not None and reaches.get(id(operand), False):
+                    pending.setdefault(id(operand), []).append(d)
             continue
         rule = GRADIENTS.get(node.op)
         if rule is None:
@@ -148,6 +158,11 @@ def _operands(node) -> tuple:
                          f"(an evaluated expression keeps its value, not how it was computed); take the "
                          f"gradients first and evaluate after, or build the expression again")
     return tuple(a for a in node.args if not isinstance(a, Const))
+
+
+def _pattern_operands(root) -> list:
+    """Every node below root (a pattern's operands are among them)."""
+    return [n for n in _postorder(root) if n is not root]
 
 
 def _postorder(root) -> list:
