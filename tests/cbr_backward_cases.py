@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import lazytensor as lt
 from lazytensor.autodiff.rules import GRADIENTS
+from lazytensor.autodiff.origin import as_computed
 from lazytensor.cbr.conv_args import conv_output_shape
 
 FORMS = ("relu", "residual", "bn")
@@ -58,8 +59,9 @@ class Forward:
 def unfused_gradients(f: Forward, dy: np.ndarray) -> dict:
     """The reference: drelu from the evaluated output, then the batch_norm and conv2d rules."""
     g = np.where(f.y > 0, dy, 0).astype(dy.dtype) if f.form != "bn" else dy
-    dconv, dgamma, dbeta, _, _ = GRADIENTS["batch_norm"](f.bn, lt.asarray(g, device=f.x.device))
-    dx, dw = GRADIENTS["conv2d"](f.conv, dconv)
+    bn, conv = as_computed(f.bn), as_computed(f.conv)     # evaluated nodes, as they were computed
+    dconv, dgamma, dbeta, _, _ = GRADIENTS["batch_norm"](bn, lt.asarray(g, device=f.x.device))
+    dx, dw = GRADIENTS["conv2d"](conv, dconv)
     out = {"x": dx, "w": dw, "gamma": dgamma, "beta": dbeta}
     if f.form == "residual":
         out["skip"] = lt.asarray(g, device=f.x.device)

@@ -190,3 +190,18 @@ def test_errors():
         lt.grad(x * 2.0, x, grad_output=np.ones(4))
     with pytest.raises(ValueError, match="inputs is empty"):
         lt.grad(lt.sum(x), [])
+
+
+def test_gradient_through_an_evaluated_expression_and_after_a_write():
+    """An evaluated expression keeps its value and drops its operands; lt.grad still differentiates
+    it from its origin, unless a tensor below was written since (then a clear error, never the
+    gradient of other values)."""
+    xn = _rand((6,), 9)
+    x = lt.asarray(xn.copy())
+    loss = lt.sum(lt.sin(x) * x)
+    assert abs(float(loss) - float((np.sin(xn) * xn).sum())) < 1e-12        # evaluates loss
+    g = lt.grad(loss, x)
+    np.testing.assert_allclose(g.numpy(), np.cos(xn) * xn + np.sin(xn), rtol=1e-12)
+    x[...] += 1.0
+    with pytest.raises(ValueError, match="was written since"):
+        lt.grad(loss, x)

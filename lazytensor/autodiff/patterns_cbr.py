@@ -22,15 +22,16 @@ from lazytensor.autodiff.patterns import BACKWARD_PATTERNS
 from lazytensor.core.expr import Expr
 from lazytensor.ops.cbr_backward import cbr_bn_backward
 from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
+from lazytensor.autodiff.origin import as_computed
 from lazytensor.ops.views import broadcast_to
 
 
 def _conv_bn(node):
     """(bn, conv) when node = batch_norm(conv2d(x, w)) in training, else None."""
-    if not (isinstance(node, Expr) and node.op == "batch_norm" and node.attrs.training):
+    if not (isinstance(node, Expr) and node.op == "batch_norm" and node.result is None and node.attrs.training):
         return None
     conv = node.args[0]
-    if not (isinstance(conv, Expr) and conv.op == "conv2d"):
+    if not (isinstance(conv, Expr) and conv.op == "conv2d" and conv.result is None):
         return None
     return node, conv
 
@@ -51,6 +52,7 @@ class CbrBackward:
 
     def parts(self, node):
         """(bn, conv, skip) of `node` in this form, or None."""
+        node = as_computed(node)
         if self.form == "bn":
             found = _conv_bn(node)
             return None if found is None else (*found, None)
@@ -60,7 +62,7 @@ class CbrBackward:
         if self.form == "relu":
             found = _conv_bn(inner)
             return None if found is None else (*found, None)
-        if not (isinstance(inner, Expr) and inner.op == "add"):
+        if not (isinstance(inner, Expr) and inner.op == "add" and inner.result is None):
             return None
         for a, b in (inner.args, inner.args[::-1]):
             found = _conv_bn(a)

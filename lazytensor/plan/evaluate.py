@@ -34,10 +34,15 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     """dest[...] = value, as one fused kernel when value is elementwise. Every write to a tensor
     comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
     value's that only the caller holds, see before_write; held=False: the caller built value and
-    drops it, so it need not keep dest as its result)."""
+    drops it, so it need not keep dest as its result). The memory's write count goes up after."""
     readers = dest.memory
     if readers is None:
         readers = memory_of(dest)
+    _assign(dest, value, what, private, held, readers)
+    readers.version += 1
+
+
+def _assign(dest, value, what, private, held, readers) -> None:
     if type(value) is Expr:
         if value.result is not None:
             value = value.result                # evaluated: its value is that tensor

@@ -11,6 +11,7 @@ from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
 from lazytensor.plan.evaluate import _as_expression, assign as _assign_one
 from lazytensor.core.expr import RESULTS, Expr
+from lazytensor.core.readers import memory_of
 from lazytensor.plan.several import plan_several
 from lazytensor.plan.writes import after_write, before_write
 
@@ -97,6 +98,8 @@ def run_pairs(pairs) -> None:
     for steps in plans:          # every plan is made (and every error raised) before anything runs
         for step in steps:
             step.run()
+    for dest, _ in pairs:
+        memory_of(dest).version += 1
 
 
 def settled(node):
