@@ -22,6 +22,12 @@ from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the 
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
+# NumPy's breadth (issue 13): further ufuncs, ...
+from lazytensor.ops.ufuncs import (log2, log10, exp2, isinf, signbit, arcsin, arccos, arctan, sinh, cosh,
+                                   arcsinh, arccosh, arctanh, reciprocal, rint, trunc, cbrt, fabs, logical_not,
+                                   arctan2, hypot, fmod, copysign, nextafter, logaddexp, logaddexp2, logical_and,
+                                   logical_or, logical_xor, left_shift, right_shift, round, around)
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -33,4 +39,9 @@ __all__ = [
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR",
+    # NumPy's breadth (issue 13)
+    "log2", "log10", "exp2", "isinf", "signbit", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+    "arccosh", "arctanh", "reciprocal", "rint", "trunc", "cbrt", "fabs", "logical_not", "arctan2", "hypot",
+    "fmod", "copysign", "nextafter", "logaddexp", "logaddexp2", "logical_and", "logical_or", "logical_xor",
+    "left_shift", "right_shift", "round", "around",
 ]

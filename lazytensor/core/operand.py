@@ -43,6 +43,10 @@ class Operand:
     def __ror__(self, o): return _expr.binary("bitwise_or", o, self)
     def __xor__(self, o): return _expr.binary("bitwise_xor", self, o)
     def __rxor__(self, o): return _expr.binary("bitwise_xor", o, self)
+    def __lshift__(self, o): return _expr.binary("left_shift", self, o)
+    def __rlshift__(self, o): return _expr.binary("left_shift", o, self)
+    def __rshift__(self, o): return _expr.binary("right_shift", self, o)
+    def __rrshift__(self, o): return _expr.binary("right_shift", o, self)
 
     # -- comparisons (elementwise, lazy, like NumPy arrays) ------------------------------------
     def __lt__(self, o): return _expr.binary("less", self, o)

@@ -51,9 +51,10 @@ def where(condition, a, b):
 
 
 def clip(x, a_min=None, a_max=None):
-    """np.clip: minimum(maximum(x, a_min), a_max); either bound may be None."""
+    """np.clip: minimum(maximum(x, a_min), a_max); either bound may be None, and with neither
+    x comes back unchanged (as the Array API's clip)."""
     if a_min is None and a_max is None:
-        raise ValueError("clip needs a_min or a_max")
+        return x
     # NumPy promotes the three operands together (np.clip(bool, 0, int8) is int8), not pairwise.
     dtype = _np.result_type(*(_weak(v) for v in (x, a_min, a_max) if v is not None))
     integer_x = getattr(x, "dtype", dtype).kind in "iu"
