@@ -27,6 +27,8 @@ from lazytensor.ops.ufuncs import (log2, log10, exp2, isinf, signbit, arcsin, ar
                                    arcsinh, arccosh, arctanh, reciprocal, rint, trunc, cbrt, fabs, logical_not,
                                    arctan2, hypot, fmod, copysign, nextafter, logaddexp, logaddexp2, logical_and,
                                    logical_or, logical_xor, left_shift, right_shift, round, around)
+from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
+                                   float32, float64, newaxis, pi, e, inf, nan)
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
@@ -43,5 +45,6 @@ __all__ = [
     "log2", "log10", "exp2", "isinf", "signbit", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
     "arccosh", "arctanh", "reciprocal", "rint", "trunc", "cbrt", "fabs", "logical_not", "arctan2", "hypot",
     "fmod", "copysign", "nextafter", "logaddexp", "logaddexp2", "logical_and", "logical_or", "logical_xor",
-    "left_shift", "right_shift", "round", "around",
+    "left_shift", "right_shift", "round", "around", "bool_", "int8", "int16", "int32", "int64", "uint8",
+    "uint16", "uint32", "uint64", "float16", "float32", "float64", "newaxis", "pi", "e", "inf", "nan",
 ]

@@ -103,6 +103,63 @@ class Operand:
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
+    # -- NumPy's array methods (issue 13) ----------------------------------------------------------
+    def tolist(self):
+        """The values as nested Python lists (a host copy)."""
+        return self.numpy().tolist()
+
+    def copy(self):
+        """A new Tensor with the values (evaluated now, as NumPy's copy)."""
+        return upward.evaluation.evaluate(self._fresh())
+
+    def flatten(self):
+        """A new Tensor with the values in one dimension (C order), as NumPy's flatten: a copy."""
+        return upward.evaluation.evaluate(upward.views.ravel(self._fresh()))
+
+    def _fresh(self):
+        """An expression that computes this operand's values (a Tensor evaluates to itself)."""
+        return _expr.apply("trunc", self) if self.dtype.kind in "biu" else _expr.apply("add", self, -0.0)
+
+    def round(self, decimals=0): return upward.ufuncs.round(self, decimals)
+    def __round__(self, ndigits=None): return upward.ufuncs.round(self, 0 if ndigits is None else ndigits)
+    def clip(self, min=None, max=None): return upward.elementwise.clip(self, min, max)
+
+    def fill(self, value):
+        """Set every element to `value` (a tensor's method: an expression has no memory to fill)."""
+        if not hasattr(self, "data"):
+            raise TypeError("fill writes into a tensor; an expression has no memory: use lt.full_like(e, value)")
+        upward.evaluation.assign(self, value)
+
+    @property
+    def strides(self) -> tuple:
+        """Bytes between elements along each axis: a tensor's own, an expression's once evaluated
+        (C order)."""
+        data = getattr(self, "data", None)
+        if data is not None:
+            return tuple(data.strides)
+        strides, step = [], self.dtype.itemsize
+        for d in reversed(self.shape):
+            strides.append(step)
+            step *= max(d, 1)
+        return tuple(reversed(strides))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __format__(self, spec):
+        """f"{loss:.3f}" formats the value of a one-element tensor, as NumPy's 0-d arrays do."""
+        if not spec:
+            return str(self)
+        if self.size != 1:
+            raise TypeError(f"unsupported format string {spec!r} for a tensor of shape {self.shape}: only a "
+                            f"tensor of one element formats as a number; format t.tolist() or t.numpy()")
+        return format(self.item(), spec)
+
     # -- views (no copy; see lazytensor.ops.views) -----------------------------------------------------
     def __getitem__(self, key): return upward.views.getitem(self, key)
     @property

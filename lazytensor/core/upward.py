@@ -17,6 +17,10 @@ def __getattr__(name: str):
         from lazytensor.ops import reductions as module
     elif name == "numpy_dispatch":
         from lazytensor.ops import numpy_dispatch as module
+    elif name == "ufuncs":
+        from lazytensor.ops import ufuncs as module
+    elif name == "elementwise":
+        from lazytensor.ops import elementwise as module
     elif name == "evaluation":
         from lazytensor.plan import evaluate as module
     else:

@@ -38,6 +38,9 @@ def assign(dest: Tensor, value, what: str = "assign") -> None:
             for step in memo[1]:
                 step.run()
             return
+    if not getattr(getattr(dest.data, "flags", None), "writeable", True):
+        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
+                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
     node = _as_expression(value, dest)
     if node.device is not None and node.device != dest.device:
         raise ValueError(f"cannot {what} an expression on {node.device!r} to a tensor on {dest.device!r}")
