@@ -27,6 +27,10 @@ from lazytensor.ops.ufuncs import (log2, log10, exp2, isinf, signbit, arcsin, ar
                                    arcsinh, arccosh, arctanh, reciprocal, rint, trunc, cbrt, fabs, logical_not,
                                    arctan2, hypot, fmod, copysign, nextafter, logaddexp, logaddexp2, logical_and,
                                    logical_or, logical_xor, left_shift, right_shift, round, around)
+from lazytensor.ops.views import flip
+from lazytensor.ops.creation import linspace, eye, identity
+from lazytensor.ops.joining import concatenate, stack, hstack, vstack
+from lazytensor.ops.sorting import sort, argsort
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
                                    float32, float64, newaxis, pi, e, inf, nan)
 
@@ -47,4 +51,5 @@ __all__ = [
     "fmod", "copysign", "nextafter", "logaddexp", "logaddexp2", "logical_and", "logical_or", "logical_xor",
     "left_shift", "right_shift", "round", "around", "bool_", "int8", "int16", "int32", "int64", "uint8",
     "uint16", "uint32", "uint64", "float16", "float32", "float64", "newaxis", "pi", "e", "inf", "nan",
+    "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
 ]

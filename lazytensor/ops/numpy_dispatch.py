@@ -105,14 +105,17 @@ def _ufunc_method(ufunc, method, inputs, out, kwargs):
 
 
 def _function_table():
-    from lazytensor.ops import elementwise as ew, reductions as red, ufuncs as uf, views as vw
+    from lazytensor.ops import (elementwise as ew, joining as jn, reductions as red, sorting as so, ufuncs as uf,
+                                views as vw)
     return {np.where: ew.where, np.clip: ew.clip, np.sum: red.sum, np.prod: red.prod, np.mean: red.mean,
             np.max: red.max, np.min: red.min, np.amax: red.max, np.amin: red.min, np.any: red.any,
             np.all: red.all, np.var: red.var, np.std: red.std, np.argmax: red.argmax, np.argmin: red.argmin,
             np.transpose: vw.transpose, np.swapaxes: vw.swapaxes, np.moveaxis: vw.moveaxis,
             np.reshape: vw.reshape, np.ravel: vw.ravel, np.broadcast_to: vw.broadcast_to,
             np.expand_dims: vw.expand_dims, np.squeeze: vw.squeeze,
-            np.round: uf.round, np.around: uf.round}
+            np.round: uf.round, np.around: uf.round, np.flip: vw.flip, np.concatenate: jn.concatenate,
+            np.stack: jn.stack, np.hstack: jn.hstack, np.vstack: jn.vstack, np.sort: so.sort,
+            np.argsort: so.argsort}
 
 
 _functions: dict = {}

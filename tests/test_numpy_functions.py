@@ -1,0 +1,158 @@
+"""NumPy's names, array methods, constructors and functions on tensors (issue 13), against NumPy:
+names and constants, tolist/copy/flatten/round/clip/fill/itemsize/nbytes/strides/__format__,
+float64 constructor defaults, the errors for big-endian and read-only arrays, linspace/eye/
+identity, concatenate/stack/hstack/vstack, flip, sort/argsort (also through np.<function>)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import lazytensor as lt
+
+from dag_strategies import elements
+
+SETTINGS = settings(max_examples=10, deadline=None)
+
+
+# -- names, methods, constructors, errors --------------------------------------------------------
+
+def test_dtype_names_and_constants_are_numpys():
+    for name in ("bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64"):
+        assert np.dtype(getattr(lt, name)) == np.dtype(getattr(np, name))
+    assert (lt.newaxis, lt.pi, lt.e, lt.inf) == (np.newaxis, np.pi, np.e, np.inf) and np.isnan(lt.nan)
+    t = lt.asarray(np.arange(3.0))
+    assert t[:, lt.newaxis].shape == (3, 1) and t.astype(lt.float32).dtype == np.float32
+
+
+def test_constructors_default_to_float64():
+    for t in (lt.zeros(3), lt.ones((2, 2)), lt.empty(4), lt.eye(2), lt.identity(3), lt.linspace(0, 1, 3)):
+        assert t.dtype == np.float64
+
+
+def test_array_methods_match_numpy():
+    x = np.array([[1.5, -2.25, 3.0], [0.5, np.nan, -0.0]])
+    t = lt.asarray(x)
+    assert t.tolist() == pytest.approx(x.tolist(), nan_ok=True)
+    c = t.copy()
+    assert isinstance(c, lt.Tensor) and c.data is not t.data
+    np.testing.assert_array_equal(c.numpy(), x)
+    c.fill(7)
+    np.testing.assert_array_equal(c.numpy(), np.full_like(x, 7))
+    np.testing.assert_array_equal(t.numpy(), x)                  # the copy owns its memory
+    f = t.flatten()
+    assert isinstance(f, lt.Tensor) and f.shape == (6,)
+    np.testing.assert_array_equal(f.numpy(), x.flatten())
+    np.testing.assert_array_equal((t * 2).copy().numpy(), x * 2)
+    np.testing.assert_array_equal(lt.asarray(np.arange(4, dtype=np.int16)).copy().numpy(), np.arange(4, dtype=np.int16))
+    np.testing.assert_array_equal(t.round(1).numpy(), x.round(1))
+    np.testing.assert_array_equal(round(t).numpy(), np.round(x))
+    np.testing.assert_array_equal(t.clip(0, 1).numpy(), x.clip(0, 1))
+    assert (t.itemsize, t.nbytes, t.strides) == (x.itemsize, x.nbytes, x.strides)
+    assert (t * 2).strides == (x * 2).strides and t.T.strides == x.T.strides
+    assert f"{lt.asarray(np.float32(0.123456)):.3f}" == "0.123" and f"{t.sum() * 0 + 2:>5.1f}" == "  2.0"
+    with pytest.raises(TypeError, match="only a tensor of one element formats as a number"):
+        f"{t:.3f}"
+    assert f"{t}" == str(t)
+    with pytest.raises(TypeError, match="an expression has no memory"):
+        (t * 2).fill(1)
+
+
+def test_big_endian_arrays_say_how_to_convert():
+    with pytest.raises(TypeError, match=r"byte order.*x\.astype\(x\.dtype\.newbyteorder\('='\)\)"):
+        lt.asarray(np.ones(3, ">f4"))
+
+
+def test_assignment_into_read_only_arrays_says_so():
+    a = np.ones(3)
+    a.flags.writeable = False
+    with pytest.raises(ValueError, match="assignment destination is read-only"):
+        lt.asarray(a)[...] = 2
+    b = lt.broadcast_to(lt.asarray(np.ones(3)), (2, 3))
+    with pytest.raises(ValueError, match="assignment destination is read-only"):
+        b += 1
+
+
+def test_fancy_indexing_error_points_to_where():
+    with pytest.raises(IndexError, match=r"lt\.where\(mask, x, fill\)"):
+        lt.asarray(np.arange(3))[np.array([True, False, True])]
+
+
+# -- functions ---------------------------------------------------------------------------------------
+
+def test_linspace_eye_identity():
+    np.testing.assert_array_equal(lt.linspace(-1, 2, 7).numpy(), np.linspace(-1, 2, 7))
+    np.testing.assert_array_equal(lt.linspace(0, 1, 4, endpoint=False, dtype=np.float32).numpy(),
+                                  np.linspace(0, 1, 4, endpoint=False, dtype=np.float32))
+    np.testing.assert_array_equal(lt.eye(3, 4, k=-1, dtype=np.int8).numpy(), np.eye(3, 4, k=-1, dtype=np.int8))
+    np.testing.assert_array_equal(lt.identity(2).numpy(), np.identity(2))
+
+
+_DTYPES = st.sampled_from(["bool", "int8", "uint16", "float16", "float64"])
+
+
+@st.composite
+def _parts(draw):
+    shape = draw(st.sampled_from([(3,), (2, 3), (1, 4), (2, 0, 3)]))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    arrays = []
+    for _ in range(draw(st.integers(1, 3))):
+        s = list(shape)
+        s[axis] = draw(st.integers(0, 3))
+        dtype = draw(_DTYPES)
+        arrays.append(draw(hnp.arrays(dtype, tuple(s), elements=elements(dtype))))
+    return arrays, axis
+
+
+@SETTINGS
+@given(_parts())
+def test_concatenate_matches_numpy(parts):
+    arrays, axis = parts
+    want = np.concatenate(arrays, axis=axis)
+    ts = [lt.asarray(a) for a in arrays]
+    for got in (lt.concatenate(ts, axis=axis), np.concatenate(ts, axis=axis)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(lt.concatenate(ts, axis=None).numpy(), np.concatenate(arrays, axis=None))
+
+
+@SETTINGS
+@given(hnp.arrays("float32", st.sampled_from([(), (3,), (2, 3)]), elements=elements("float32")),
+       st.integers(0, 2))
+def test_stack_hstack_vstack_flip_match_numpy(x, n):
+    arrays = [x, x * 2, -x][: n + 1]
+    ts = [lt.asarray(a) for a in arrays]
+    for axis in range(-x.ndim - 1, x.ndim + 1):
+        np.testing.assert_array_equal(lt.stack(ts, axis=axis).numpy(), np.stack(arrays, axis=axis))
+    np.testing.assert_array_equal(lt.hstack(ts).numpy(), np.hstack(arrays))
+    np.testing.assert_array_equal(np.vstack(ts).numpy(), np.vstack(arrays))
+    np.testing.assert_array_equal(lt.flip(ts[0]).numpy(), np.flip(x))
+    if x.ndim:
+        np.testing.assert_array_equal(np.flip(ts[0] + 1, -1).numpy(), np.flip(x + 1, -1))
+
+
+def test_joining_errors_are_numpys():
+    a, b = lt.asarray(np.ones((2, 3))), lt.asarray(np.ones((2, 4)))
+    with pytest.raises(ValueError, match="along dimension 1, the array at index 0 has size 3 and the array at index 1 has size 4"):
+        lt.concatenate([a, b], axis=0)
+    with pytest.raises(ValueError, match="must have the same shape"):
+        lt.stack([a, b])
+    with pytest.raises(TypeError, match="sequence of tensors"):
+        lt.concatenate(a)
+
+
+@SETTINGS
+@given(st.sampled_from(["int8", "uint64", "float16", "float64"]).flatmap(
+    lambda d: hnp.arrays(d, st.sampled_from([(7,), (3, 4)]), elements=elements(d))))
+def test_sort_and_argsort_match_numpy(x):
+    t = lt.asarray(x)
+    for axis in (-1, 0, None):
+        np.testing.assert_array_equal(lt.sort(t, axis=axis).numpy(), np.sort(x, axis=axis))
+        np.testing.assert_array_equal(np.argsort(t, axis=axis, kind="stable").numpy(),
+                                      np.argsort(x, axis=axis, kind="stable"))
+    desc = lt.argsort(t, axis=0, descending=True).numpy()
+    want = np.flip(np.argsort(np.flip(x, 0), axis=0, kind="stable"), 0)
+    np.testing.assert_array_equal(desc, x.shape[0] - 1 - want)
