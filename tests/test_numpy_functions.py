@@ -36,7 +36,7 @@ def test_constructors_default_to_float64():
 def test_array_methods_match_numpy():
     x = np.array([[1.5, -2.25, 3.0], [0.5, np.nan, -0.0]])
     t = lt.asarray(x)
-    assert t.tolist() == pytest.approx(x.tolist(), nan_ok=True)
+    assert repr(t.tolist()) == repr(x.tolist())          # NaN and -0.0 included
     c = t.copy()
     assert isinstance(c, lt.Tensor) and c.data is not t.data
     np.testing.assert_array_equal(c.numpy(), x)
@@ -53,7 +53,7 @@ def test_array_methods_match_numpy():
     np.testing.assert_array_equal(t.clip(0, 1).numpy(), x.clip(0, 1))
     assert (t.itemsize, t.nbytes, t.strides) == (x.itemsize, x.nbytes, x.strides)
     assert (t * 2).strides == (x * 2).strides and t.T.strides == x.T.strides
-    assert f"{lt.asarray(np.float32(0.123456)):.3f}" == "0.123" and f"{t.sum() * 0 + 2:>5.1f}" == "  2.0"
+    assert f"{lt.asarray(np.float32(0.123456)):.3f}" == "0.123" and f"{t[0].sum() * 0 + 2:>5.1f}" == "  2.0"
     with pytest.raises(TypeError, match="only a tensor of one element formats as a number"):
         f"{t:.3f}"
     assert f"{t}" == str(t)
@@ -123,7 +123,8 @@ def test_concatenate_matches_numpy(parts):
 @given(hnp.arrays("float32", st.sampled_from([(), (3,), (2, 3)]), elements=elements("float32")),
        st.integers(0, 2))
 def test_stack_hstack_vstack_flip_match_numpy(x, n):
-    arrays = [x, x * 2, -x][: n + 1]
+    with np.errstate(over="ignore"):
+        arrays = [x, x * 2, -x][: n + 1]
     ts = [lt.asarray(a) for a in arrays]
     for axis in range(-x.ndim - 1, x.ndim + 1):
         np.testing.assert_array_equal(lt.stack(ts, axis=axis).numpy(), np.stack(arrays, axis=axis))
