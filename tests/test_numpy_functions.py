@@ -157,3 +157,48 @@ def test_sort_and_argsort_match_numpy(x):
     desc = lt.argsort(t, axis=0, descending=True).numpy()
     want = np.flip(np.argsort(np.flip(x, 0), axis=0, kind="stable"), 0)
     np.testing.assert_array_equal(desc, x.shape[0] - 1 - want)
+
+
+@SETTINGS
+@given(st.sampled_from(["bool", "int8", "uint32", "float16", "float64"]).flatmap(
+    lambda d: hnp.arrays(d, st.sampled_from([(5,), (2, 3), (3, 1, 2)]), elements=elements(d))),
+    st.data())
+def test_gathers_scans_and_rearrangements_match_numpy(x, data):
+    t = lt.asarray(x)
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    for got, want in zip(lt.nonzero(t), np.nonzero(x)):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got.numpy(), want)
+    for got, want in zip(np.where(t), np.where(x)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    idx = data.draw(hnp.arrays(np.int64, (4,), elements=st.integers(-x.shape[axis], x.shape[axis] - 1)))
+    np.testing.assert_array_equal(lt.take(t, idx, axis=axis).numpy(), np.take(x, idx, axis=axis))
+    np.testing.assert_array_equal(np.take(t, lt.asarray(idx % x.size)).numpy(), np.take(x, idx % x.size))
+    order = np.argsort(x, axis=axis, kind="stable")
+    np.testing.assert_array_equal(lt.take_along_axis(t, lt.asarray(order), axis).numpy(),
+                                  np.take_along_axis(x, order, axis))
+    with np.errstate(all="ignore"):
+        for name in ("cumsum", "cumprod"):
+            for ax in (axis, None):
+                want = getattr(np, name)(x, axis=ax)
+                got = getattr(lt, name)(t, axis=ax)
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got.numpy(), want)
+            np.testing.assert_array_equal(getattr(t, name)(axis).numpy(), getattr(np, name)(x, axis))
+        np.testing.assert_array_equal(lt.cumulative_sum(t, axis=axis, include_initial=True).numpy(),
+                                      np.cumulative_sum(x, axis=axis, include_initial=True))
+    shift = data.draw(st.integers(-7, 7))
+    np.testing.assert_array_equal(lt.roll(t, shift, axis=axis).numpy(), np.roll(x, shift, axis=axis))
+    np.testing.assert_array_equal(np.roll(t, shift).numpy(), np.roll(x, shift))
+    np.testing.assert_array_equal(lt.repeat(t, 2, axis=axis).numpy(), np.repeat(x, 2, axis=axis))
+    np.testing.assert_array_equal(np.tile(t, (2, 1)).numpy(), np.tile(x, (2, 1)))
+
+
+def test_gather_errors_are_numpys():
+    t = lt.asarray(np.arange(6).reshape(2, 3))
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis with size 3"):
+        lt.take(t, [3], axis=1)
+    with pytest.raises(IndexError, match="indices must be integers"):
+        lt.take(t, np.array([0.5]))
+    with pytest.raises(ValueError, match="either both or neither"):
+        lt.where(t > 1, t)

@@ -120,6 +120,10 @@ class Operand:
         """An expression that computes this operand's values (a Tensor evaluates to itself)."""
         return _expr.apply("trunc", self) if self.dtype.kind in "biu" else _expr.apply("add", self, -0.0)
 
+    def cumsum(self, axis=None, dtype=None): return upward.scans.cumsum(self, axis, dtype)
+    def cumprod(self, axis=None, dtype=None): return upward.scans.cumprod(self, axis, dtype)
+    def nonzero(self): return upward.indexing.nonzero(self)
+
     def round(self, decimals=0): return upward.ufuncs.round(self, decimals)
     def __round__(self, ndigits=None): return upward.ufuncs.round(self, 0 if ndigits is None else ndigits)
     def clip(self, min=None, max=None): return upward.elementwise.clip(self, min, max)

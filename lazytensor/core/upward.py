@@ -21,6 +21,10 @@ def __getattr__(name: str):
         from lazytensor.ops import ufuncs as module
     elif name == "elementwise":
         from lazytensor.ops import elementwise as module
+    elif name == "scans":
+        from lazytensor.ops import scans as module
+    elif name == "indexing":
+        from lazytensor.ops import indexing as module
     elif name == "evaluation":
         from lazytensor.plan import evaluate as module
     else:

@@ -45,8 +45,14 @@ def minimum(a, b):
     return apply("minimum", a, b)
 
 
-def where(condition, a, b):
-    """Elementwise `a if condition else b`, as np.where with three arguments."""
+def where(condition, a=None, b=None):
+    """Elementwise `a if condition else b`, as np.where with three arguments; with the condition
+    alone, np.nonzero(condition) (evaluated: its size depends on the data)."""
+    if a is None and b is None:
+        from lazytensor.ops.indexing import nonzero
+        return nonzero(condition)
+    if a is None or b is None:
+        raise ValueError("either both or neither of x and y should be given")
     return apply("where", apply("not_equal", condition, False) if _not_bool(condition) else condition, a, b)
 
 

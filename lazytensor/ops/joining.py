@@ -83,3 +83,31 @@ def vstack(arrays) -> Tensor:
 
 def _at_least_1d(p):
     return reshape(p, (1,)) if p.ndim == 0 else p
+
+
+# -- copies in a new arrangement, by the device's array library -----------------------------------------
+
+def roll(x, shift, axis=None) -> Tensor:
+    """np.roll: elements shifted along `axis` (None: of the flattened x), wrapping around."""
+    return _library("roll", x, shift, axis=axis)
+
+
+def repeat(x, repeats, axis=None) -> Tensor:
+    """np.repeat: each element repeated `repeats` times along `axis` (None: of the flattened x)."""
+    if not isinstance(repeats, (int, np.integer)):
+        repeats = np.asarray(repeats)
+    return _library("repeat", x, repeats, axis=axis)
+
+
+def tile(x, reps) -> Tensor:
+    """np.tile: x repeated `reps` times along each axis."""
+    return _library("tile", x, reps)
+
+
+def _library(name, x, *args, **kwargs) -> Tensor:
+    from lazytensor.ops.device_arrays import array_module, evaluated
+    t = evaluated(x)
+    xp = array_module(t.device)
+    if t.device == "cuda":
+        args = tuple(xp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
+    return Tensor(getattr(xp, name)(t.data, *args, **kwargs), t.device)

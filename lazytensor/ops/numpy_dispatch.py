@@ -105,8 +105,8 @@ def _ufunc_method(ufunc, method, inputs, out, kwargs):
 
 
 def _function_table():
-    from lazytensor.ops import (elementwise as ew, joining as jn, reductions as red, sorting as so, ufuncs as uf,
-                                views as vw)
+    from lazytensor.ops import (elementwise as ew, indexing as ix, joining as jn, reductions as red, scans as sc,
+                                sorting as so, ufuncs as uf, views as vw)
     return {np.where: ew.where, np.clip: ew.clip, np.sum: red.sum, np.prod: red.prod, np.mean: red.mean,
             np.max: red.max, np.min: red.min, np.amax: red.max, np.amin: red.min, np.any: red.any,
             np.all: red.all, np.var: red.var, np.std: red.std, np.argmax: red.argmax, np.argmin: red.argmin,
@@ -115,7 +115,10 @@ def _function_table():
             np.expand_dims: vw.expand_dims, np.squeeze: vw.squeeze,
             np.round: uf.round, np.around: uf.round, np.flip: vw.flip, np.concatenate: jn.concatenate,
             np.stack: jn.stack, np.hstack: jn.hstack, np.vstack: jn.vstack, np.sort: so.sort,
-            np.argsort: so.argsort}
+            np.argsort: so.argsort, np.roll: jn.roll, np.repeat: jn.repeat, np.tile: jn.tile,
+            np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
+            np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
+            **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)}}
 
 
 _functions: dict = {}

@@ -4,19 +4,7 @@ no elementwise work to fuse."""
 from __future__ import annotations
 
 from lazytensor.core.tensor import Tensor
-
-
-def _array_module(device):
-    if device == "cuda":
-        import cupy
-        return cupy
-    import numpy
-    return numpy
-
-
-def _evaluated(x) -> Tensor:
-    from lazytensor.plan.evaluate import evaluate
-    return evaluate(x)
+from lazytensor.ops.device_arrays import array_module as _array_module, evaluated as _evaluated
 
 
 def sort(x, axis=-1, kind=None, stable=None, descending=False) -> Tensor:
