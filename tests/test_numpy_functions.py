@@ -202,3 +202,26 @@ def test_gather_errors_are_numpys():
         lt.take(t, np.array([0.5]))
     with pytest.raises(ValueError, match="either both or neither"):
         lt.where(t > 1, t)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
+def test_functions_on_cuda_stay_on_the_device_and_match_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    x[0, 0] = np.nan
+    t = lt.asarray(x, device="cuda")
+    cases = [(lt.concatenate([t, t * 2], axis=1), np.concatenate([x, x * 2], axis=1)),
+             (lt.stack([t, -t]), np.stack([x, -x])), (lt.flip(t, 0), np.flip(x, 0)),
+             (lt.sort(t, axis=0), np.sort(x, axis=0)), (lt.argsort(t, kind="stable"), np.argsort(x, kind="stable")),
+             (lt.take(t, [3, 0], axis=1), np.take(x, [3, 0], axis=1)), (lt.cumsum(t > 0, axis=1), np.cumsum(x > 0, axis=1)),
+             (lt.roll(t, 2), np.roll(x, 2)), (lt.repeat(t, 2, axis=1), np.repeat(x, 2, axis=1)),
+             (lt.tile(t, (1, 2)), np.tile(x, (1, 2))), (lt.nonzero(t > 0)[1], np.nonzero(x > 0)[1]),
+             (lt.linspace(0, 1, 7, device="cuda"), np.linspace(0, 1, 7)), (lt.round(t, 2), np.round(x, 2)),
+             (lt.eye(3, device="cuda"), np.eye(3))]
+    for got, want in cases:
+        assert got.device == "cuda" and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    y = lt.zeros((4, 5), device="cuda")
+    np.multiply(t, 2, out=y, where=t > 0)
+    np.testing.assert_array_equal(y.numpy(), np.where(x > 0, x * 2, 0).astype(np.float64))
