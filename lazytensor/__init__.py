@@ -34,6 +34,7 @@ from lazytensor.ops.sorting import sort, argsort
 from lazytensor.ops.joining import roll, repeat, tile
 from lazytensor.ops.indexing import nonzero, take, take_along_axis
 from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_prod
+from lazytensor.ops import random
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
                                    float32, float64, newaxis, pi, e, inf, nan)
 
@@ -56,5 +57,5 @@ __all__ = [
     "uint16", "uint32", "uint64", "float16", "float32", "float64", "newaxis", "pi", "e", "inf", "nan",
     "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
     "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
-    "cumulative_prod",
+    "cumulative_prod", "random",
 ]

@@ -225,3 +225,31 @@ def test_functions_on_cuda_stay_on_the_device_and_match_numpy():
     y = lt.zeros((4, 5), device="cuda")
     np.multiply(t, 2, out=y, where=t > 0)
     np.testing.assert_array_equal(y.numpy(), np.where(x > 0, x * 2, 0).astype(np.float64))
+
+
+@SETTINGS
+@given(st.integers(0, 2**32), st.sampled_from([None, 3, (2, 0), (2, 3)]))
+def test_random_generator_on_the_cpu_is_numpys_stream(seed, size):
+    g, r = lt.random.default_rng(seed, device="cpu"), np.random.default_rng(seed)
+    draws = [(g.random(size), r.random(size)), (g.standard_normal(size, dtype=np.float32), r.standard_normal(size, dtype=np.float32)),
+             (g.uniform(-2, 5, size), r.uniform(-2, 5, size)), (g.normal(1, 3, size), r.normal(1, 3, size)),
+             (g.integers(-5, 9, size, dtype=np.int16, endpoint=True), r.integers(-5, 9, size, dtype=np.int16, endpoint=True))]
+    for got, want in draws:
+        assert isinstance(got, lt.Tensor) and got.device == "cpu"
+        want = np.asarray(want)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
+def test_random_generator_on_cuda_draws_on_the_device():
+    g = lt.random.default_rng(0, device="cuda")
+    for t, lo, hi in ((g.random((1000,)), 0, 1), (g.uniform(-2, 5, (1000,)), -2, 5),
+                      (g.integers(3, 7, (1000,)), 3, 6)):
+        assert t.device == "cuda"
+        v = t.numpy()
+        assert v.min() >= lo and v.max() <= hi
+    n = g.normal(1, 2, (20000,)).numpy()
+    assert abs(n.mean() - 1) < 0.1 and abs(n.std() - 2) < 0.1
+    assert g.standard_normal((3,), dtype=np.float32).dtype == np.float32
