@@ -197,6 +197,12 @@ class Operand:
     def __array_function__(self, func, types, args, kwargs):
         return upward.numpy_dispatch.dispatch_function(func, args, kwargs)
 
+    def __array_namespace__(self, *, api_version=None):
+        """The Array API (2024.12) namespace: lazytensor.array_api."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"lazytensor implements the Array API 2024.12, not {api_version!r}")
+        return upward.array_api
+
 
 # Operators resolve the node builder at call time (it imports this module).
 from lazytensor.core import expr as _expr  # noqa: E402

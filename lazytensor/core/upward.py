@@ -25,6 +25,8 @@ def __getattr__(name: str):
         from lazytensor.ops import scans as module
     elif name == "indexing":
         from lazytensor.ops import indexing as module
+    elif name == "array_api":
+        from lazytensor import array_api as module
     elif name == "evaluation":
         from lazytensor.plan import evaluate as module
     else:
