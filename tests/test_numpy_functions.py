@@ -76,9 +76,9 @@ def test_assignment_into_read_only_arrays_says_so():
         b += 1
 
 
-def test_fancy_indexing_error_points_to_where():
-    with pytest.raises(IndexError, match=r"lt\.where\(mask, x, fill\)"):
-        lt.asarray(np.arange(3))[np.array([True, False, True])]
+def test_invalid_index_error_points_to_where():
+    with pytest.raises(IndexError, match=r"integer or boolean arrays.*got float.*lt\.where\(mask, x, fill\)"):
+        lt.asarray(np.arange(3))[1.5]
 
 
 # -- functions ---------------------------------------------------------------------------------------
@@ -253,3 +253,59 @@ def test_random_generator_on_cuda_draws_on_the_device():
     n = g.normal(1, 2, (20000,)).numpy()
     assert abs(n.mean() - 1) < 0.1 and abs(n.std() - 2) < 0.1
     assert g.standard_normal((3,), dtype=np.float32).dtype == np.float32
+
+
+# -- fancy and boolean indexing ------------------------------------------------------------------------
+
+@SETTINGS
+@given(st.sampled_from(["int16", "float32", "bool"]).flatmap(
+    lambda d: hnp.arrays(d, st.sampled_from([(5,), (3, 4), (2, 3, 2)]), elements=elements(d))), st.data())
+def test_fancy_and_boolean_indexing_match_numpy(x, data):
+    mask = data.draw(hnp.arrays(bool, x.shape))
+    idx = data.draw(hnp.arrays(np.int64, (3,), elements=st.integers(-x.shape[0], x.shape[0] - 1)))
+    t = lt.asarray(x.copy())
+    for key in (mask, lt.asarray(mask), idx, lt.asarray(idx), list(idx), (idx, Ellipsis)):
+        want = x[key if not isinstance(key, lt.Tensor) else key.numpy()]
+        got = t[key]
+        assert isinstance(got, lt.Tensor) and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    if x.ndim > 1:
+        cols = np.array([x.shape[1] - 1, 0])
+        np.testing.assert_array_equal(t[:, cols].numpy(), x[:, cols])
+        np.testing.assert_array_equal(t[idx, cols[:1]].numpy(), x[idx, cols[:1]])
+    np.testing.assert_array_equal((t * 1)[mask].numpy(), (x * 1)[mask])      # an expression is evaluated first
+
+    y, want = lt.asarray(x.copy()), x.copy()
+    fill = want.dtype.type(1)
+    y[mask] = fill                                  # one fused kernel: where(mask, 1, y)
+    want[mask] = fill
+    np.testing.assert_array_equal(y.numpy(), want)
+    y[lt.asarray(mask)] = lt.asarray(np.zeros((), want.dtype))
+    want[mask] = 0
+    np.testing.assert_array_equal(y.numpy(), want)
+    vals = data.draw(hnp.arrays(want.dtype, (3,) + want.shape[1:], elements=elements(want.dtype)))
+    y[idx] = lt.asarray(vals)
+    want[idx] = vals
+    np.testing.assert_array_equal(y.numpy(), want)
+    if want.dtype.kind != "b":
+        y[mask] += fill
+        want[mask] += fill
+        np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_masked_assignment_of_a_scalar_is_one_kernel():
+    y = lt.asarray(np.arange(6.0))
+    with lt.profile() as p:
+        y[y > 2] = -1.0
+    assert len(p.kernels) == 1
+    np.testing.assert_array_equal(y.numpy(), [0, 1, 2, -1, -1, -1])
+
+
+def test_indexing_errors_are_numpys():
+    t = lt.asarray(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        t[np.array([True, False, True])]
+    with pytest.raises(IndexError, match="integer \\(or boolean\\) type"):
+        t[np.array([0.5])]
+    with pytest.raises(TypeError, match="same_kind"):
+        lt.asarray(np.zeros(3, np.int8))[np.array([0])] = lt.asarray(np.ones(1))

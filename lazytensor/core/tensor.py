@@ -42,6 +42,8 @@ class Tensor(Operand):
 
     # -- writing ---------------------------------------------------------------------------------
     def __setitem__(self, key, value):
+        if key is not Ellipsis and upward.indexing.is_advanced(key):
+            return upward.indexing.setitem(self, key, value)      # a mask or index array: a scatter
         dest = self if key is Ellipsis else self[key]
         upward.evaluation.assign(dest, value)
 

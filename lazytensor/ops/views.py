@@ -13,6 +13,9 @@ from lazytensor.core.view_steps import canonical_key, view
 
 
 def getitem(x, key):
+    from lazytensor.ops import indexing
+    if indexing.is_advanced(key):
+        return indexing.getitem(x, key)      # an index array or a mask: a gather, not a view
     return view(x, ("index", canonical_key(key)))
 
 
