@@ -34,7 +34,15 @@ def _power(a, b):
     return np.where(negative, truncated, safe)
 
 
-_OWN = {"relu": _relu, "power": _power}
+def _reciprocal(x):
+    """Integer 1 // x with 1 // 0 = 0, as the kernels define it (NumPy's value depends on the width)."""
+    if x.dtype.kind not in "iu":
+        return np.reciprocal(x)
+    zero = x == 0
+    return np.where(zero, x.dtype.type(0), np.reciprocal(np.where(zero, x.dtype.type(1), x)))
+
+
+_OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal}
 
 
 def _value(op: str, args):

@@ -72,6 +72,9 @@ def _assign(dest, value, what, private, held, readers) -> None:
             if held and reads is not None and reads[0]:
                 after_write((dest,), (value,), reads)
             return
+    if not getattr(getattr(dest.data, "flags", None), "writeable", True):
+        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
+                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
     node = _as_expression(value, dest)
     if type(node) is Tensor and _same_memory(node.data, dest.data):
         _check(node, dest, what)
