@@ -35,6 +35,9 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
     value's that only the caller holds, see before_write; held=False: the caller built value and
     drops it, so it need not keep dest as its result). The memory's write count goes up after."""
+    if not getattr(dest.data.flags, "writeable", True):
+        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
+                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
     readers = dest.memory
     if readers is None:
         readers = memory_of(dest)
@@ -72,9 +75,6 @@ def _assign(dest, value, what, private, held, readers) -> None:
             if held and reads is not None and reads[0]:
                 after_write((dest,), (value,), reads)
             return
-    if not getattr(getattr(dest.data, "flags", None), "writeable", True):
-        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
-                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
     node = _as_expression(value, dest)
     if type(node) is Tensor and _same_memory(node.data, dest.data):
         _check(node, dest, what)
