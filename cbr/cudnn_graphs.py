@@ -5,6 +5,8 @@
     conv_scale_bias_relu  y = relu(conv(x, w) * eq_scale[k] + eq_bias[k])         (inference, BN folded)
     conv_dgrad            dx = the gradient of conv(x, w) in x, from dy and w     (backward)
     conv_wgrad            dw = the gradient of conv(x, w) in w, from x and dy     (backward)
+    dbn_relu              dx, dgamma, dbeta = batchnorm_backward(dy * mask, y, ...) (backward stage 1,
+                          built in cudnn_dbn.py)
 
 x and w are float16 NHWC / KRSC, y float16 NHWC; the statistics, eq_scale and eq_bias are float32
 (K,) vectors, and the conv accumulates in float32 (the intermediate type), so the statistics and
@@ -31,6 +33,7 @@ class GraphKind(str, Enum):
     CONV_SCALE_BIAS_RELU = "conv_scale_bias_relu"
     CONV_DGRAD = "conv_dgrad"
     CONV_WGRAD = "conv_wgrad"
+    DBN_RELU = "dbn_relu"
 
 
 # The buffers each graph reads or writes, by role; a launch passes one device pointer per role.
@@ -40,6 +43,7 @@ GRAPH_ROLES = {
     GraphKind.CONV_SCALE_BIAS_RELU: ("x", "w", "eq_scale", "eq_bias", "y"),
     GraphKind.CONV_DGRAD: ("dy", "w", "dx"),
     GraphKind.CONV_WGRAD: ("x", "dy", "dw"),
+    GraphKind.DBN_RELU: ("dy", "mask", "y", "gamma", "mean", "inv_var", "dx", "dgamma", "dbeta"),
 }
 
 
@@ -155,6 +159,9 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     kind = GraphKind(kind)
     if kind in (GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD):
         return build_conv_backward_graph(kind, key, handle)
+    if kind is GraphKind.DBN_RELU:
+        from .cudnn_dbn import build_dbn_graph
+        return build_dbn_graph(key, handle)
     _, cudnn = import_cuda_modules()
     if key.dtype != "float16":
         raise CudnnGraphRejected(kind.value, key, f"the cuDNN graphs take float16 x and w; got {key.dtype}")

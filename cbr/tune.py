@@ -2,6 +2,7 @@
 
     python -m lazytensor.cbr.tune --model resnet50|vgg16 [--batch N] [--out DIR]
         [--max-plans 8] [--runs 3] [--budget-s SECONDS] [--kinds conv_genstats,conv,conv_scale_bias_relu]
+        (the backward graphs: --kinds conv_dgrad,conv_wgrad,dbn_relu; dbn_relu once per distinct output shape)
 
 For each distinct conv shape of the model and each CBR graph (conv+genstats, conv, inference
 conv+scale+bias+relu) it builds the graph, then builds and times its plans in cuDNN's heuristic
@@ -26,6 +27,7 @@ from pathlib import Path
 from .conv_key import ConvKey
 from .cudnn_cache import device_identity
 from .cudnn_errors import CudnnGraphRejected
+from .cudnn_dbn import dbn_key
 from .cudnn_graphs import GRAPH_ROLES, GraphKind, build_conv_graph
 from .cudnn_handle import bind_current_stream, handle_for_device, import_cuda_modules
 from .progress import progress
@@ -132,13 +134,23 @@ def main(argv=None) -> int:
     # Pass 1: every graph of every shape, its first plans. Buffers stay alive for pass 2.
     jobs: list[GraphTuning] = []
     buffers_by_shape = []
+    dbn_done: set = set()
     for key, layers in progress(shapes, "tune: first plans", unit="shape"):
         buffers = allocate_buffers(cupy, key)
         buffers_by_shape.append(buffers)
         pointers = {role: a.data.ptr for role, a in buffers.items()}
         for kind in kinds:
-            job = GraphTuning(kind, key, layers)
-            job.start(handle, pointers, args.max_plans)
+            job_key, job_pointers = key, pointers
+            if kind is GraphKind.DBN_RELU:      # keyed by the output shape alone: once per distinct output
+                job_key = dbn_key(key.out_shape)
+                if job_key in dbn_done:
+                    continue
+                dbn_done.add(job_key)
+                dbn_buffers = allocate_buffers(cupy, job_key)
+                buffers_by_shape.append(dbn_buffers)
+                job_pointers = {role: a.data.ptr for role, a in dbn_buffers.items()}
+            job = GraphTuning(kind, job_key, layers)
+            job.start(handle, job_pointers, args.max_plans)
             if job.pending:
                 job.time_more(FIRST_PASS_PLANS if time.monotonic() < deadline else 1, args.runs)
             if kind is GraphKind.CONV_GENSTATS and "genstats_outputs" not in table.meta and job.timings:
@@ -174,7 +186,7 @@ def parse_args(argv):
     p.add_argument("--max-plans", type=int, default=8, help="plans timed per graph, in heuristic order (0: all)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per plan after one warm-up")
     p.add_argument("--budget-s", type=float, default=0.0, help="wall-clock bound for the whole run (0: none)")
-    # The backward graphs (conv_dgrad, conv_wgrad) are tuned when named; by default the forward ones.
+    # The backward graphs (conv_dgrad, conv_wgrad, dbn_relu) are tuned when named; by default the forward ones.
     forward = (GraphKind.CONV_GENSTATS, GraphKind.CONV, GraphKind.CONV_SCALE_BIAS_RELU)
     p.add_argument("--kinds", default=",".join(k.value for k in forward), help="graphs to tune, comma-separated")
     return p.parse_args(argv)
@@ -196,6 +208,13 @@ def allocate_buffers(cupy, key: ConvKey) -> dict:
         "dy": rng.standard_normal((n, p, q, k), dtype=cupy.float32).astype(cupy.float16),
         "dx": cupy.empty(key.x_shape, dtype=cupy.float16),
         "dw": cupy.empty(key.w_shape, dtype=cupy.float16),
+        # the dBN graph (dbn_relu): the packed ReLU mask (random bits), the BN vectors and its outputs
+        "mask": rng.randint(0, 256, ((n * p * q * k + 7) // 8,)).astype(cupy.uint8),
+        "gamma": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
+        "mean": rng.standard_normal((k,), dtype=cupy.float32),
+        "inv_var": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
+        "dgamma": cupy.empty(k, dtype=cupy.float32),
+        "dbeta": cupy.empty(k, dtype=cupy.float32),
     }
 
 
@@ -236,7 +255,7 @@ def graph_line(kind: GraphKind, key: ConvKey, entry: dict) -> str:
 def print_summary(jobs: list[GraphTuning], table: ExperienceTable) -> None:
     """conv+genstats against conv alone (and the inference graph) per shape: best times."""
     print("\n# best ms per shape: conv+genstats | conv | ratio | inference graph   (layers)")
-    keys = list(dict.fromkeys((job.key, tuple(job.layers)) for job in jobs))
+    keys = list(dict.fromkeys((job.key, tuple(job.layers)) for job in jobs if job.kind is not GraphKind.DBN_RELU))
     fmt = lambda v: f"{v:8.4f}" if v is not None else "     n/a"  # noqa: E731
     for key, layers in keys:
         def best(kind):
@@ -247,6 +266,14 @@ def print_summary(jobs: list[GraphTuning], table: ExperienceTable) -> None:
         ratio = f"{g / c:5.2f}" if g and c else "  n/a"
         more = "..." if len(layers) > 3 else ""
         print(f"{key.table_key():58s} {fmt(g)} | {fmt(c)} | {ratio} | {fmt(i)}   ({', '.join(layers[:3])}{more})")
+    backward = (GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD, GraphKind.DBN_RELU)
+    if any(job.kind in backward for job in jobs):
+        print("\n# best ms per shape, backward: conv_dgrad | conv_wgrad | dbn_relu (of the conv's output)")
+        conv_keys = dict.fromkeys(job.key for job in jobs if job.kind is not GraphKind.DBN_RELU)
+        for key in conv_keys:
+            times = [(table.lookup(kind, dbn_key(key.out_shape) if kind is GraphKind.DBN_RELU else key) or {})
+                     .get("times_ms", {}) for kind in backward]
+            print(f"{key.table_key():58s} " + " | ".join(fmt(min(t.values()) if t else None) for t in times))
 
 
 if __name__ == "__main__":

@@ -121,6 +121,38 @@ __device__ __noinline__ T lt_floordiv_f(T a, T b) { T mod; return lt_divmod_f(a,
 template <typename T>
 __device__ __noinline__ T lt_mod_f(T a, T b) { T mod; lt_divmod_f(a, b, mod); return mod; }
 
+/* fmod: the remainder with the dividend's sign, as C's %; x fmod 0 and x fmod -1 are 0 (NumPy's). */
+template <typename T>
+__device__ __forceinline__ T lt_fmod_i(T a, T b) {
+    if (b == 0 || b == (T)-1) return (T)0;
+    return (T)(a % b);
+}
+
+/* NumPy's npy_logaddexp and npy_logaddexp2: equal arguments (infinities of one sign included)
+   first, then the larger plus log1p of the smaller's share; NaN from the difference. */
+template <typename T>
+__device__ __forceinline__ T lt_logaddexp(T x, T y) {
+    if (x == y) return x + (T)0.693147180559945309417232121458176568;
+    const T d = x - y;
+    if (d > (T)0) return x + log1p(exp(-d));
+    if (d <= (T)0) return y + log1p(exp(d));
+    return d;
+}
+
+template <typename T>
+__device__ __forceinline__ T lt_logaddexp2(T x, T y) {
+    if (x == y) return x + (T)1;
+    const T d = x - y;
+    if (d > (T)0) return x + (T)1.442695040888963407359924681001892137 * log1p(exp2(-d));
+    if (d <= (T)0) return y + (T)1.442695040888963407359924681001892137 * log1p(exp2(d));
+    return d;
+}
+
+/* nextafter of the loop dtype's width: C's for float32 and float64; float16 has a specialization
+   in the float16 part of the prelude (a float register holds the half, the step is of the half). */
+template <int N, typename T>
+__device__ __forceinline__ T lt_nextafter(T x, T y) { return nextafter(x, y); }
+
 /* Float to integer casts. Out-of-range values are undefined in NumPy (it warns); in range, C's
    truncation is NumPy's. Narrow targets go through int and unsigned targets through long long, so
    e.g. -1.0 -> uint8 gives 255 as NumPy does on x86, where the GPU's own conversion would saturate. */
@@ -164,5 +196,20 @@ __device__ __forceinline__ float lt_round_f16(T x) { return __half2float(__float
 """
 
 
+# NumPy's npy_half_nextafter: equal operands give x (C's nextafter gives y: they differ for
+# nextafter(0.0, -0.0)), zero steps to the smallest subnormal toward y, else one step of the bits.
+FLOAT16_NEXTAFTER = r"""
+template <>
+__device__ __forceinline__ float lt_nextafter<16, float>(float x, float y) {
+    if (x != x || y != y) return x + y;
+    if (x == y) return x;
+    if (x == 0.0f) return copysignf(5.9604644775390625e-08f, y);
+    unsigned short h = __half_as_ushort(__float2half_rn(x));
+    h = ((y > x) == (x > 0.0f)) ? (unsigned short)(h + 1) : (unsigned short)(h - 1);
+    return __half2float(__ushort_as_half(h));
+}
+"""
+
+
 def prelude(float16: bool) -> str:
-    return (FLOAT16 if float16 else "") + INTEGER_AND_FLOAT
+    return (FLOAT16 + INTEGER_AND_FLOAT + FLOAT16_NEXTAFTER) if float16 else INTEGER_AND_FLOAT

@@ -34,7 +34,15 @@ def _power(a, b):
     return np.where(negative, truncated, safe)
 
 
-_OWN = {"relu": _relu, "power": _power}
+def _reciprocal(x):
+    """Integer 1 // x with 1 // 0 = 0, as the kernels define it (NumPy's value depends on the width)."""
+    if x.dtype.kind not in "iu":
+        return np.reciprocal(x)
+    zero = x == 0
+    return np.where(zero, x.dtype.type(0), np.reciprocal(np.where(zero, x.dtype.type(1), x)))
+
+
+_OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal}
 
 
 def _value(op: str, args):
@@ -43,8 +51,10 @@ def _value(op: str, args):
 
 
 def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, mask=None) -> None:
-    """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with `mask`,
-    also the packed ReLU mask (result > 0, 8 elements a byte, low bit first, C order)."""
+    """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with several
+    outputs, the arrays after the program's inputs receive the others (out1, out2, ...), as the
+    kernels' launchers pass them. With `mask`, also the packed ReLU mask (result > 0, 8 elements a
+    byte, low bit first, C order)."""
     values = []
     with np.errstate(all="ignore"):
         for op, dtype, *args in program.instrs:
@@ -60,8 +70,10 @@ def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, m
                 if value.dtype != dtype:
                     value = value.astype(dtype)
             values.append(value)
+        targets = [out, *inputs[program.n_inputs:]]
+        for target, (vid, _) in zip(targets, program.stores()):
+            target[...] = values[vid]
         result = values[program.result]
-        out[...] = result
     if mask is not None:
         bits = np.broadcast_to(result, out.shape).reshape(-1) > 0
         mask[...] = np.packbits(bits, bitorder="little")

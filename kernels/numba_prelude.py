@@ -149,3 +149,56 @@ def lt_pow_f(a, b):
 @_inline
 def lt_sigmoid(x):
     return 1 / (1 + np.exp(-x))
+
+
+@_inline
+def lt_fmod_i(a, b):
+    """C's remainder (the dividend's sign); x fmod 0 and x fmod -1 are 0, as NumPy gives."""
+    if b == 0 or b == -1:
+        return a - a
+    r = a % b                                         # numba's % floors, as Python's
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return r
+
+
+@_inline
+def lt_logaddexp(x, y):
+    """NumPy's npy_logaddexp (see the CUDA twin in kernels/cuda_prelude.py)."""
+    if x == y:
+        return x + 0.6931471805599453
+    d = x - y
+    if d > 0:
+        return x + np.log1p(np.exp(-d))
+    if d <= 0:
+        return y + np.log1p(np.exp(d))
+    return d
+
+
+@_inline
+def lt_logaddexp2(x, y):
+    if x == y:
+        return x + 1.0
+    d = x - y
+    if d > 0:
+        return x + 1.4426950408889634 * np.log1p(np.exp2(-d))
+    if d <= 0:
+        return y + 1.4426950408889634 * np.log1p(np.exp2(d))
+    return d
+
+
+@_inline
+def lt_nextafter(x, y, bits):
+    """np.nextafter of a loop dtype `bits` wide: float16 values (held in float32) step to the
+    neighbouring half as npy_half_nextafter does (equal operands give x, not y as C's)."""
+    if bits != 16:
+        return np.nextafter(x, y)
+    if x != x or y != y:
+        return x + y
+    if x == y:
+        return x
+    if x == 0:
+        return np.float32(math.copysign(5.960464477539063e-08, y))
+    h = np.int64(lt_f2h(x))
+    h = h + 1 if (y > x) == (x > 0) else h - 1
+    return lt_h2f(h)

@@ -1,8 +1,9 @@
 """The table of elementwise ops: one row per op feeds the frontend (dtype rules), both code
 generators (CUDA C and numba snippets) and the tests (the NumPy reference).
 
-Snippets are format strings over the operands `{0} {1} {2}`, the C type of the op's loop dtype `{T}`
-and its unsigned twin `{U}`. A snippet is chosen by the kinds of the loop dtypes of the operands
+Snippets are format strings over the operands `{0} {1} {2}`, the C type of the op's loop dtype `{T}`,
+its unsigned twin `{U}` and the loop dtype's width in bits `{N}` (the register of an 8- or 16-bit
+integer is wider than its dtype, so shifts and float16's nextafter need the dtype's own width). A snippet is chosen by the kinds of the loop dtypes of the operands
 ('b' bool, 'i' signed, 'u' unsigned, 'f' float): first the joined kinds of all operands (for
 mixed-signedness comparisons, 'iu'), then the first operand's kind, then '*'.
 
@@ -175,6 +176,68 @@ _SPECS = [
            py={"f": "({0} if ({0} > 0 or {0} != {0}) else 0.0)", "*": "({0} if {0} > 0 else {T}(0))"}),
     OpSpec("where", 3, np.where, _where_rule,
            c={"*": "({0} ? {1} : {2})"}, py={"*": "({1} if {0} else {2})"}),
+]
+
+
+
+# -- NumPy's further ufuncs (issue 13) ----------------------------------------------------------------
+
+def _binary_float(name, c_fn, py_fn=None):
+    """A float function of two operands; NumPy's rule sends ints and bools to a float loop first."""
+    ufunc = getattr(np, name)
+    return OpSpec(name, 2, ufunc, ufunc_rule(ufunc),
+                  c={"f": f"{c_fn}({{0}}, {{1}})"}, py={"f": f"{py_fn or 'np.' + name}({{0}}, {{1}})"})
+
+
+def _logical(name, c_op, py_op):
+    """NumPy's logical ufuncs take any dtype and test each operand against zero (NaN is true)."""
+    ufunc = getattr(np, name)
+    return OpSpec(name, 2, ufunc, ufunc_rule(ufunc),
+                  c={"*": f"(({{0}} != 0) {c_op} ({{1}} != 0))"}, py={"*": f"(({{0}} != 0) {py_op} ({{1}} != 0))"})
+
+
+_SPECS += [
+    _unary_float("log2", "log2"), _unary_float("log10", "log10"), _unary_float("exp2", "exp2"),
+    _unary_float("arcsin", "asin"), _unary_float("arccos", "acos"), _unary_float("arctan", "atan"),
+    _unary_float("sinh", "sinh"), _unary_float("cosh", "cosh"), _unary_float("arcsinh", "asinh"),
+    _unary_float("arccosh", "acosh"), _unary_float("arctanh", "atanh"), _unary_float("cbrt", "cbrt"),
+    _unary_float("fabs", "fabs"), _unary_float("rint", "rint"),
+    OpSpec("trunc", 1, np.trunc, ufunc_rule(np.trunc), c={"f": "trunc({0})", "*": "{0}"},
+           py={"f": "np.trunc({0})", "*": "{0}"}),
+    OpSpec("isinf", 1, np.isinf, ufunc_rule(np.isinf), c={"f": "isinf({0})", "*": "false"},
+           py={"f": "np.isinf({0})", "*": "False"}),
+    # The sign bit, so also of -0.0 and of a NaN with its sign set.
+    OpSpec("signbit", 1, np.signbit, ufunc_rule(np.signbit), c={"f": "signbit({0})"}, py={"f": "np.signbit({0})"}),
+    # Integer reciprocal is C's 1 / x: 1 and -1 stay, everything else truncates to 0. NumPy's value
+    # for x == 0 depends on the width (0 for 8 and 16 bits, the minimum for 32 and 64); ours is 0.
+    OpSpec("reciprocal", 1, np.reciprocal, ufunc_rule(np.reciprocal),
+           c={"i": "({T})({0} == 1 ? 1 : ({0} == -1 ? -1 : 0))", "u": "({T})({0} == 1)", "f": "(({T})1 / {0})"},
+           py={"i": "(1 if {0} == 1 else (-1 if {0} == -1 else 0))", "u": "(1 if {0} == 1 else 0)",
+               "f": "({T}(1) / {0})"}),
+    OpSpec("logical_not", 1, np.logical_not, ufunc_rule(np.logical_not), c={"*": "({0} == 0)"}, py={"*": "({0} == 0)"}),
+    _binary_float("arctan2", "atan2"), _binary_float("hypot", "hypot"), _binary_float("copysign", "copysign"),
+    _binary_float("logaddexp", "lt_logaddexp", "lt_logaddexp"),
+    _binary_float("logaddexp2", "lt_logaddexp2", "lt_logaddexp2"),
+    # C's nextafter for float32/float64; float16 steps to the neighbouring half (a helper of its own).
+    OpSpec("nextafter", 2, np.nextafter, ufunc_rule(np.nextafter),
+           c={"f": "lt_nextafter<{N}>({0}, {1})"}, py={"f": "lt_nextafter({0}, {1}, {N})"}),
+    # fmod: the remainder with the dividend's sign (C's); x fmod 0 and MIN fmod -1 are 0, as NumPy gives.
+    OpSpec("fmod", 2, np.fmod, ufunc_rule(np.fmod),
+           c={"i": "lt_fmod_i({0}, {1})", "u": "lt_mod_u({0}, {1})", "f": "fmod({0}, {1})"},
+           py={"i": "lt_fmod_i({0}, {1})", "u": "lt_mod_u({0}, {1})", "f": "np.fmod({0}, {1})"}),
+    _logical("logical_and", "&&", "and"), _logical("logical_or", "||", "or"), _logical("logical_xor", "!=", "!="),
+    # NumPy's shifts by the dtype's width or more (or by a negative count) give 0, or -1 for a
+    # negative signed value shifted right; C leaves them undefined, so the snippets test the count.
+    OpSpec("left_shift", 2, np.left_shift, ufunc_rule(np.left_shift), symbol="<<",
+           c={"i": "((({1}) >= 0 && ({1}) < {N}) ? ({T})(({U})({0}) << ({1})) : ({T})0)",
+              "u": "(({1}) < {N} ? ({T})(({0}) << ({1})) : ({T})0)"},
+           py={"i": "(({0} << {1}) if 0 <= {1} < {N} else {T}(0))",
+               "u": "(({0} << {1}) if {1} < {N} else {T}(0))"}),
+    OpSpec("right_shift", 2, np.right_shift, ufunc_rule(np.right_shift), symbol=">>",
+           c={"i": "((({1}) >= 0 && ({1}) < {N}) ? ({T})(({0}) >> ({1})) : ({T})(({0}) < 0 ? -1 : 0))",
+              "u": "(({1}) < {N} ? ({T})(({0}) >> ({1})) : ({T})0)"},
+           py={"i": "(({0} >> {1}) if 0 <= {1} < {N} else ({T}(-1) if {0} < 0 else {T}(0)))",
+               "u": "(({0} >> {1}) if {1} < {N} else {T}(0))"}),
 ]
 
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}

@@ -94,7 +94,9 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
                 kinds = kinds[0]
             loop_t = REGISTER[dtypes[args[0]]]
             snippet = OPS[op].snippet("c", kinds)
-            rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, U=UNSIGNED.get(loop_t, loop_t)), dtype)
+            bits = dtypes[args[0]].itemsize * 8
+            rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, U=UNSIGNED.get(loop_t, loop_t),
+                                         N=bits), dtype)
         lines.append(f"const {REGISTER[dtype]} v{vid} = {rhs};")
     return lines
 

@@ -78,7 +78,8 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
                 kinds = kinds[0]
             snippet = OPS[op].snippet("py", kinds)
             loop_t = register_type(dtypes[args[0]])
-            rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t), dtype)
+            bits = dtypes[args[0]].itemsize * 8
+            rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, N=bits), dtype)
         lines.append(f"v{vid} = {rhs}")
     return lines
 

@@ -39,6 +39,30 @@ from lazytensor.plan.simultaneous import assign
 from lazytensor.autodiff import grad, Gradients
 from lazytensor.tools.explain_grad import explain_grad
 
+# The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own and their planner.
+from lazytensor.ops.cbr_backward import cbr_bn_backward
+from lazytensor.plan import cbr_backward_plan as _cbr_backward_plan  # noqa: F401  (registers their steps)
+from lazytensor.plan.conv_grads import conv_grads
+# NumPy's breadth (issue 13): further ufuncs, ...
+from lazytensor.ops.ufuncs import (log2, log10, exp2, isinf, signbit, arcsin, arccos, arctan, sinh, cosh,
+                                   arcsinh, arccosh, arctanh, reciprocal, rint, trunc, cbrt, fabs, logical_not,
+                                   arctan2, hypot, fmod, copysign, nextafter, logaddexp, logaddexp2, logical_and,
+                                   logical_or, logical_xor, left_shift, right_shift, round, around)
+from lazytensor.ops.views import flip
+from lazytensor.ops.creation import linspace, eye, identity
+from lazytensor.ops.joining import concatenate, stack, hstack, vstack
+from lazytensor.ops.sorting import sort, argsort
+from lazytensor.ops.joining import roll, repeat, tile
+from lazytensor.ops.indexing import nonzero, take, take_along_axis
+from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_prod
+from lazytensor.ops import random
+from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
+                                   float32, float64, newaxis, pi, e, inf, nan)
+
+# Modules and optimizers: lt.nn (layers, VGG/ResNet builders), lt.optim (SGD, AdamW).
+from lazytensor import nn
+from lazytensor.nn import optim
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -54,4 +78,14 @@ __all__ = [
     "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
     "assign",
     "grad", "Gradients", "explain_grad",
+    "cbr_bn_backward", "conv_grads",
+    # NumPy's breadth (issue 13)
+    "log2", "log10", "exp2", "isinf", "signbit", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+    "arccosh", "arctanh", "reciprocal", "rint", "trunc", "cbrt", "fabs", "logical_not", "arctan2", "hypot",
+    "fmod", "copysign", "nextafter", "logaddexp", "logaddexp2", "logical_and", "logical_or", "logical_xor",
+    "left_shift", "right_shift", "round", "around", "bool_", "int8", "int16", "int32", "int64", "uint8",
+    "uint16", "uint32", "uint64", "float16", "float32", "float64", "newaxis", "pi", "e", "inf", "nan",
+    "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
+    "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
+    "cumulative_prod", "random",
 ]

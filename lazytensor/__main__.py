@@ -13,7 +13,7 @@ def main(argv=None) -> int:
     demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
     bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
     bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "all"],
+    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "autodiff", "all"],
                        default="all")
     args = parser.parse_args(argv)
     # The demo and the benchmarks time compiled kernels from their first call, so calls wait for

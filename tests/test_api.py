@@ -56,7 +56,8 @@ def test_zeros_ones_full_empty(dtype):
 
 
 def test_constructor_defaults_and_int_shape():
-    assert lt.zeros(3).shape == (3,) and lt.zeros(3).dtype == np.float32
+    assert lt.zeros(3).shape == (3,) and lt.zeros(3).dtype == np.float64     # NumPy's default dtype
+    assert lt.ones((2,)).dtype == lt.empty(2).dtype == np.float64
     assert lt.full((2,), 2.5).dtype == np.float64       # the fill value's dtype, as np.full
     assert lt.full((2,), 7).dtype == np.int64
     np.testing.assert_array_equal(lt.full((), -0.5, np.float16).numpy(), np.full((), -0.5, np.float16))

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 import lazytensor as lt
 from autodiff_oracle import assert_gradients_match, finite_difference, numpy_value
-from dag_strategies import dags
+from lazytensor.testing import dags
 from lazytensor.core.tensor import Tensor
 
 F64 = (np.dtype(np.float64),)
@@ -78,12 +78,14 @@ def test_each_elementwise_gradient_is_one_kernel_and_the_update_adds_none():
         assert p.launches == 1 and p.kernels[0].kind == "elementwise"
         np.testing.assert_allclose(got.numpy(), want, rtol=2e-6, atol=1e-6)
     a = tensors[0]
-    before = a.numpy().copy()     # on the CPU, numpy() shares the memory that the update writes
-    update = a - 0.1 * grads[0]
+    before = a.numpy().copy()
+    ga = lt.grad(loss, a)         # afresh: the gradients above were evaluated, and keep their values
+    update = a - 0.1 * ga
     text = lt.explain(update)
     assert "plan: 1 step" in text and "tanh" in text      # the backward ops and the update, one kernel
+    del update, loss, grads       # held, they would be evaluated before `a` is written (values stay values)
     with lt.profile() as p:
-        a[...] -= 0.1 * grads[0]
+        a[...] -= 0.1 * ga
     assert p.launches == 1
     np.testing.assert_allclose(a.numpy(), before - 0.1 * expected[0], rtol=2e-6, atol=1e-6)
 
@@ -97,6 +99,7 @@ def test_broadcast_gradient_is_one_reduction_step_with_the_backward_fused_into_i
     assert [type(s).__name__ for s in steps] == ["FusedReduction"]
     t = np.tanh(xn * wn + bn)
     want = bn - 0.5 * (2 * t * (1 - t * t)).sum(0)      # before the update, which writes bn's memory
+    del loss                     # held, it would be evaluated before `bias` is written (values stay values)
     with lt.profile() as p:
         bias[...] -= 0.5 * g_bias
     assert p.launches == 2                       # the reduction (with the backward in it), the update
@@ -187,3 +190,18 @@ def test_errors():
         lt.grad(x * 2.0, x, grad_output=np.ones(4))
     with pytest.raises(ValueError, match="inputs is empty"):
         lt.grad(lt.sum(x), [])
+
+
+def test_gradient_through_an_evaluated_expression_and_after_a_write():
+    """An evaluated expression keeps its value and drops its operands; lt.grad still differentiates
+    it from its origin, unless a tensor below was written since (then a clear error, never the
+    gradient of other values)."""
+    xn = _rand((6,), 9)
+    x = lt.asarray(xn.copy())
+    loss = lt.sum(lt.sin(x) * x)
+    assert abs(float(loss) - float((np.sin(xn) * xn).sum())) < 1e-12        # evaluates loss
+    g = lt.grad(loss, x)
+    np.testing.assert_allclose(g.numpy(), np.cos(xn) * xn + np.sin(xn), rtol=1e-12)
+    x[...] += 1.0
+    with pytest.raises(ValueError, match="was written since"):
+        lt.grad(loss, x)

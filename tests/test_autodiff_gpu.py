@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="nee
 
 import lazytensor as lt  # noqa: E402
 from autodiff_oracle import assert_gradients_match, finite_difference  # noqa: E402
-from dag_strategies import dags  # noqa: E402
+from lazytensor.testing import dags  # noqa: E402
 from test_autodiff import _leaves, _rand  # noqa: E402
 from test_autodiff_rules import BINARY, REDUCTIONS, UNARY, VIEWS, _BUILD, _values, check  # noqa: E402
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import lazytensor as lt
 from autodiff_oracle import assert_gradients_match, finite_difference
-from dag_strategies import leaf_shapes
+from lazytensor.testing import broadcastable_shapes as leaf_shapes
 
 SHAPES = ((), (1,), (5,), (3, 4), (2, 1, 3))
 # Each new structure or layout costs a kernel compile (about a second, cold), so the examples are

@@ -70,7 +70,7 @@ def test_conv2d_arguments(xw, kw, exc, match):
 
 def test_conv2d_bias_length(xw):
     with pytest.raises(ValueError, match=r"bias must have shape \(4,\), one value per out-channel; got \(3,\)"):
-        lt.conv2d(*xw, bias=lt.zeros((3,)))
+        lt.conv2d(*xw, bias=lt.zeros((3,), np.float32))
 
 
 def test_conv2d_operand_kind(xw):
@@ -85,9 +85,9 @@ def test_batch_norm_vectors_wrong_length(xw):
     g, b, rm, rv = vectors(4)
     with pytest.raises(ValueError, match=r"beta must have shape \(4,\), one value per channel of x "
                                          r"\(x has shape \(2, 3, 3, 4\)\); got \(3,\)"):
-        lt.batch_norm(c, g, lt.zeros((3,)), rm, rv)
+        lt.batch_norm(c, g, lt.zeros((3,), np.float32), rm, rv)
     with pytest.raises(ValueError, match=r"running_var must have shape \(4,\).*got \(4, 1\)"):
-        lt.batch_norm(c, g, b, rm, lt.ones((4, 1)))
+        lt.batch_norm(c, g, b, rm, lt.ones((4, 1), np.float32))
 
 
 def test_batch_norm_dtypes(xw):
@@ -123,7 +123,7 @@ def test_batch_norm_running_stats_expression_is_not_a_tensor(xw):
 def test_batch_norm_rank(xw):
     g, b, rm, rv = vectors(4)
     with pytest.raises(ValueError, match=r"channel axis last, e.g. NHWC; got shape \(4,\)"):
-        lt.batch_norm(lt.ones((4,)), g, b, rm, rv)
+        lt.batch_norm(lt.ones((4,), np.float32), g, b, rm, rv)
 
 
 def test_batch_norm_one_value_per_channel_in_training():
@@ -143,7 +143,7 @@ def test_batch_norm_fused_needs_a_conv_input(xw):
         lt.batch_norm(x * 2, g, b, rm, rv, fused=True)
     g, b, rm, rv = vectors(4)
     with pytest.raises(ValueError, match=r"fused=True\) needs x to be conv2d"):
-        lt.batch_norm(lt.conv2d(x, w, bias=lt.zeros((4,))), g, b, rm, rv, fused=True)   # conv + bias: not conv2d
+        lt.batch_norm(lt.conv2d(x, w, bias=lt.zeros((4,), np.float32)), g, b, rm, rv, fused=True)   # conv + bias: not conv2d
     lt.evaluate(lt.relu(lt.batch_norm(lt.conv2d(x, w), g, b, rm, rv, fused=True)))   # the CPU path takes it
 
 

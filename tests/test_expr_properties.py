@@ -271,7 +271,8 @@ def test_float16_arithmetic_all_bit_patterns(op):
     _same_halves(got.ravel(), want.ravel(), f"float16 {op}")
 
 
-@pytest.mark.parametrize("op", ["sqrt", "floor", "ceil", "negative", "absolute", "sign", "relu"])
+@pytest.mark.parametrize("op", ["sqrt", "floor", "ceil", "negative", "absolute", "sign", "relu", "rint", "trunc",
+                                "fabs", "reciprocal"])
 def test_float16_exact_unary_all_bit_patterns(op):
     t = lt.asarray(ALL_HALVES)
     with np.errstate(all="ignore"):

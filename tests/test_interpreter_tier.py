@@ -159,3 +159,13 @@ def test_reduction_first_call_is_interpreted_then_compiled(tmp_path):
     env = dict(os.environ, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_CACHE_DIR=str(tmp_path))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_several_outputs_from_the_interpreter(interpreter_only):
+    rng = np.random.default_rng(5)
+    an, bn = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300).astype(np.float32)
+    a, b = lt.asarray(an.copy()), lt.asarray(bn.copy())
+    s, d, m = lt.evaluate(a + b, a - b, lt.maximum(a, b) * 2)
+    np.testing.assert_array_equal(s.numpy(), an + bn)
+    np.testing.assert_array_equal(d.numpy(), an - bn)
+    np.testing.assert_array_equal(m.numpy(), np.maximum(an, bn) * 2)

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.autodiff.origin import as_computed
+from lazytensor.autodiff.patterns import matching_pattern
 from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
 from lazytensor.autodiff.rules_views import sum_to, view_gradient
-from lazytensor.core.expr import Const, astype
+from lazytensor.core.expr import Const, Expr, astype
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.ops.views import broadcast_to
@@ -49,6 +51,13 @@ def grad(output, inputs, grad_output=None):
     Nothing runs until a gradient is evaluated or assigned: `w[...] -= lr * g` is one kernel with
     the backward ops that compute g.
     """
+    try:
+        return _grad(output, inputs, grad_output)
+    finally:
+        _standins.clear()
+
+
+def _grad(output, inputs, grad_output):
     single = isinstance(inputs, Tensor)
     inputs = _check_inputs((inputs,) if single else inputs)
     output = _check_output(output)
@@ -77,6 +86,16 @@ def grad(output, inputs, grad_output=None):
             if node.view_of is not None and reaches[id(node.view_of[0])]:
                 base, steps = node.view_of
                 pending.setdefault(id(base), []).append(view_gradient(g, steps, base.shape))
+            continue
+        node = computed(node)
+        pattern = matching_pattern(node)
+        if pattern is not None:
+            # A whole subgraph at once (the fused CBR backward): its inputs get their gradients,
+            # the nodes it consumed get none from this root.
+            wanted = [n for n in _pattern_operands(node) if reaches[id(n)]]
+            for operand, d in pattern.gradients(node, g, wanted=wanted).items():
+                if d is not None and reaches.get(id(operand), False):
+                    pending.setdefault(id(operand), []).append(d)
             continue
         rule = GRADIENTS.get(node.op)
         if rule is None:
@@ -141,13 +160,19 @@ def _operands(node) -> tuple:
     """What a node reads: an expression's non-scalar arguments, a view tensor's base."""
     if isinstance(node, Tensor):
         return () if node.view_of is None else (node.view_of[0],)
-    if node.result is not None:
-        # An evaluated expression keeps its value and drops its operands (README "Values stay
-        # values"), so nothing is left to differentiate: say so rather than give a zero gradient.
-        raise ValueError(f"lt.grad: the expression {node!r:.120} was evaluated before lt.grad was called "
-                         f"(an evaluated expression keeps its value, not how it was computed); take the "
-                         f"gradients first and evaluate after, or build the expression again")
-    return tuple(a for a in node.args if not isinstance(a, Const))
+    return tuple(a for a in computed(node).args if not isinstance(a, Const))
+
+
+_standins: dict = {}       # id(evaluated node) -> (node, its stand-in), for one lt.grad call
+
+
+def computed(node):
+    return as_computed(node, _standins)
+
+
+def _pattern_operands(root) -> list:
+    """Every node below root (a pattern's operands are among them)."""
+    return [n for n in _postorder(root) if n is not root]
 
 
 def _postorder(root) -> list:

@@ -13,6 +13,8 @@ CUDA (float16 NHWC activations, KRSC weights, float32 BN parameters), shapes fro
           The fused calls repeat over the same arrays, so after two calls they replay a captured
           CUDA graph (lazytensor.plan.replay); the rows "steps one by one" time the same calls with
           replay off, each step launched from Python.
+fwd+bwd rows (a training step with the fused backward, the first layer without dgrad, the dBN stage
+  against its floor): lazytensor/bench/cbr_backward.py.
 CPU (float32, small shapes so it runs anywhere): the same cases with NumPy (im2col + BLAS conv, then
   BN and ReLU as NumPy expressions, the unfused path) and lazytensor's unfused three-step evaluation
   as peers; floor = lazytensor's CPU conv alone + one read and one write of the output at the copy
@@ -257,6 +259,12 @@ def run_cuda(print_fn=print) -> Table:
                                        f"{(got.float() - ref.float()).abs().max().item():.3g}")
                 except Exception as e:  # noqa: BLE001
                     table.notes.append(f"{label}: comparison with PyTorch failed: {type(e).__name__}: {e}")
+        try:     # fwd+bwd: the fused backward (lazytensor/bench/cbr_backward.py)
+            from lazytensor.bench.cbr_backward import add_rows, torch_peers
+            peers = torch_peers(torch, case) if torch is not None else ()
+            add_rows(table, label, case, time_gpu, bw, t_conv, _guarded, peers)
+        except Exception as e:  # noqa: BLE001
+            table.notes.append(f"{label}: fwd+bwd rows failed: {type(e).__name__}: {e}")
         try:
             step = case.apply_stage()
         except Exception as e:  # noqa: BLE001
@@ -363,6 +371,11 @@ def run_cpu(print_fn=print) -> Table:
             return np.maximum(y, 0, out=y)
 
         _guarded(table, infer, "NumPy", lambda: time_host(numpy_folded))
+        try:     # fwd+bwd: the fused backward (lazytensor/bench/cbr_backward.py)
+            from lazytensor.bench.cbr_backward import add_rows, numpy_peer
+            add_rows(table, label, case, time_host, bw, t_conv, _guarded, numpy_peer(case))
+        except Exception as e:  # noqa: BLE001
+            table.notes.append(f"{label}: fwd+bwd rows failed: {type(e).__name__}: {e}")
         try:
             step = case.apply_stage()
             _guarded(table, apply_, "lazytensor apply+ReLU+mask kernel", lambda: time_host(step.run, repeat=15))

@@ -10,6 +10,9 @@ def run_suites(device: str, suite: str, print_fn=print) -> None:
         if name == "interactive":
             from lazytensor.bench.interactive import run_interactive_bench
             run_interactive_bench(print_fn)
+        elif name == "autodiff":
+            from lazytensor.bench.autodiff import run_autodiff_bench
+            run_autodiff_bench(print_fn, device)
         elif name == "several":           # several results at once: one module for both devices
             from lazytensor.bench.several import run_several_bench
             run_several_bench(print_fn, device)

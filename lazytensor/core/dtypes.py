@@ -11,6 +11,9 @@ _NAMES = ", ".join(d.name for d in DTYPES)
 
 def check_supported(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
+    if not dtype.isnative:
+        raise TypeError(f"unsupported byte order of dtype {dtype.str!r} ({dtype.name}, big-endian): lazytensor "
+                        f"computes in the machine's byte order; convert with x.astype(x.dtype.newbyteorder('='))")
     if dtype not in SUPPORTED:
         raise TypeError(f"unsupported dtype {dtype.name}: lazytensor supports {_NAMES}")
     return dtype

@@ -83,7 +83,7 @@ class Expr(Operand):
     oldest node of its DAG was built (or last settled): a node over a DAG in which some node may
     have got a result since is re-read (`settle`) before it is planned."""
     __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "skey", "leaves", "scalars",
-                 "shared", "uses", "last_plan", "result", "epoch", "__weakref__")
+                 "shared", "uses", "last_plan", "result", "epoch", "origin", "__weakref__")
 
     def __init__(self, op: str, args: tuple, shape: tuple, dtype: np.dtype, device, heavy=False, attrs=None):
         self.op = op
@@ -94,6 +94,7 @@ class Expr(Operand):
         self.uses = 0               # how many nodes have taken this one as an operand
         self.last_plan = None       # (destination array, steps): re-assigning skips the planner
         self.result = None          # the Tensor holding this node's value, once evaluated
+        self.origin = None          # once evaluated: how it was computed, for gradients (Origin)
         self.heavy = heavy          # a node that is not elementwise (reduction, conv) lies below
         if heavy:
             self.args = args = settled_args(args)
@@ -154,7 +155,9 @@ class Expr(Operand):
         self.skey = sid if sid is not None else structure_id(key)
 
     def keep_result(self, result) -> None:
-        """This node's value is now `result` (a Tensor): later reads use it, the operands go."""
+        """This node's value is now `result` (a Tensor): later reads use it, the operands go, kept
+        only in `origin` for lt.grad, which checks that none of the tensors they read was written since."""
+        self.origin = Origin(self)
         self.result = result
         self.args = ()
         self.leaves = self.scalars = ()
@@ -380,3 +383,31 @@ def _compare_out_of_range(op: str, operands):
 
 
 from lazytensor.core import tensor as _tensor  # noqa: E402  (NumPy arrays in expressions become CPU tensors)
+
+
+class Origin:
+    """How an evaluated node was computed: its op's operands and whether it was heavy, with the
+    write count of every tensor's memory below it at evaluation, so that a gradient taken through
+    it later can tell that its operands still hold the values it was computed from."""
+    __slots__ = ("args", "heavy", "versions")
+
+    def __init__(self, node):
+        self.args, self.heavy = node.args, node.heavy
+        tensors, seen, stack = [], set(), list(node.args)
+        while stack:
+            a = stack.pop()
+            if id(a) in seen:
+                continue
+            seen.add(id(a))
+            if type(a) is _tensor.Tensor:
+                tensors.append(a)
+            elif type(a) is Expr:
+                stack.extend(a.origin.args if a.result is not None and a.origin is not None else a.args)
+        self.versions = [(t, memory_of(t).version) for t in tensors]
+
+    def stale(self):
+        """A tensor written since the node was evaluated, or None."""
+        for t, version in self.versions:
+            if memory_of(t).version != version:
+                return t
+        return None

@@ -49,6 +49,10 @@ class Operand:
     def __rxor__(self, o): return _expr.binary("bitwise_xor", o, self)
     def __matmul__(self, o): return upward.matmul.matmul(self, o)
     def __rmatmul__(self, o): return upward.matmul.rmatmul(self, o)
+    def __lshift__(self, o): return _expr.binary("left_shift", self, o)
+    def __rlshift__(self, o): return _expr.binary("left_shift", o, self)
+    def __rshift__(self, o): return _expr.binary("right_shift", self, o)
+    def __rrshift__(self, o): return _expr.binary("right_shift", o, self)
 
     # -- comparisons (elementwise, lazy, like NumPy arrays) ------------------------------------
     def __lt__(self, o): return _expr.binary("less", self, o)
@@ -123,6 +127,67 @@ class Operand:
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
+    # -- NumPy's array methods (issue 13) ----------------------------------------------------------
+    def tolist(self):
+        """The values as nested Python lists (a host copy)."""
+        return self.numpy().tolist()
+
+    def copy(self):
+        """A new Tensor with the values (evaluated now, as NumPy's copy)."""
+        return upward.evaluation.evaluate(self._fresh())
+
+    def flatten(self):
+        """A new Tensor with the values in one dimension (C order), as NumPy's flatten: a copy."""
+        return upward.evaluation.evaluate(upward.views.ravel(self._fresh()))
+
+    def _fresh(self):
+        """An expression that computes this operand's values (a Tensor evaluates to itself)."""
+        return _expr.apply("trunc", self) if self.dtype.kind in "biu" else _expr.apply("add", self, -0.0)
+
+    def cumsum(self, axis=None, dtype=None): return upward.scans.cumsum(self, axis, dtype)
+    def cumprod(self, axis=None, dtype=None): return upward.scans.cumprod(self, axis, dtype)
+    def nonzero(self): return upward.indexing.nonzero(self)
+
+    def round(self, decimals=0): return upward.ufuncs.round(self, decimals)
+    def __round__(self, ndigits=None): return upward.ufuncs.round(self, 0 if ndigits is None else ndigits)
+    def clip(self, min=None, max=None): return upward.elementwise.clip(self, min, max)
+
+    def fill(self, value):
+        """Set every element to `value` (a tensor's method: an expression has no memory to fill)."""
+        if not hasattr(self, "data"):
+            raise TypeError("fill writes into a tensor; an expression has no memory: use lt.full_like(e, value)")
+        upward.evaluation.assign(self, value)
+
+    @property
+    def strides(self) -> tuple:
+        """Bytes between elements along each axis: a tensor's own, an expression's once evaluated
+        (C order)."""
+        data = getattr(self, "data", None)
+        if data is not None:
+            return tuple(data.strides)
+        strides, step = [], self.dtype.itemsize
+        for d in reversed(self.shape):
+            strides.append(step)
+            step *= max(d, 1)
+        return tuple(reversed(strides))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __format__(self, spec):
+        """f"{loss:.3f}" formats the value of a one-element tensor, as NumPy's 0-d arrays do."""
+        if not spec:
+            return str(self)
+        if self.size != 1:
+            raise TypeError(f"unsupported format string {spec!r} for a tensor of shape {self.shape}: only a "
+                            f"tensor of one element formats as a number; format t.tolist() or t.numpy()")
+        return format(self.item(), spec)
+
     # -- views (no copy; see lazytensor.ops.views) -----------------------------------------------------
     def __getitem__(self, key): return upward.views.getitem(self, key)
     @property
@@ -155,6 +220,12 @@ class Operand:
 
     def __array_function__(self, func, types, args, kwargs):
         return upward.numpy_dispatch.dispatch_function(func, args, kwargs)
+
+    def __array_namespace__(self, *, api_version=None):
+        """The Array API (2024.12) namespace: lazytensor.array_api."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"lazytensor implements the Array API 2024.12, not {api_version!r}")
+        return upward.array_api
 
 
 # Operators resolve the node builder at call time (it imports this module).

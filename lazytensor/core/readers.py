@@ -17,11 +17,12 @@ from lazytensor.core.memory import owner
 class Memory(list):
     """The readers of one allocation: weak references to the nodes that read it directly (the
     list itself, so that registering is one append)."""
-    __slots__ = ("limit", "__weakref__")
+    __slots__ = ("limit", "version", "__weakref__")
 
     def __init__(self):
         super().__init__()
         self.limit = 16             # sweep out dead references when the list grows past this
+        self.version = 0            # writes through lazytensor so far (an evaluated node's origin checks it)
 
     def sweep(self) -> list:
         """The live readers (the list keeps only their references)."""

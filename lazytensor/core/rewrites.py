@@ -24,4 +24,13 @@ def bool_squared(base, exponent) -> bool:
     return type(exponent) is int and exponent == 2 and base.dtype.kind == "b"
 
 
-REWRITES = {"power": _power}
+def _logical(*operands):
+    """No rewrite, NumPy's check: the logical ufuncs run a bool loop, yet NumPy converts a Python
+    int operand to a C long first, so one beyond int64 raises OverflowError there."""
+    for x in operands:
+        if type(x) is int and not -2**63 <= x < 2**63:
+            raise OverflowError(f"Python int too large to convert to C long: {x}")
+    return None
+
+
+REWRITES = {"power": _power, "logical_and": _logical, "logical_or": _logical, "logical_xor": _logical}

@@ -46,6 +46,8 @@ class Tensor(Operand):
 
     # -- writing ---------------------------------------------------------------------------------
     def __setitem__(self, key, value):
+        if key is not Ellipsis and upward.indexing.is_advanced(key):
+            return upward.indexing.setitem(self, key, value)      # a mask or index array: a scatter
         dest = self if key is Ellipsis else self[key]
         upward.evaluation.assign(dest, value)
 
@@ -72,6 +74,8 @@ class Tensor(Operand):
     def __iand__(self, o): return self._inplace("bitwise_and", o)
     def __ior__(self, o): return self._inplace("bitwise_or", o)
     def __ixor__(self, o): return self._inplace("bitwise_xor", o)
+    def __ilshift__(self, o): return self._inplace("left_shift", o)
+    def __irshift__(self, o): return self._inplace("right_shift", o)
 
     # -- reading -----------------------------------------------------------------------------------
     def __copy__(self) -> "Tensor":
@@ -183,8 +187,10 @@ def as_node(x):
     raise TypeError(f"cannot use {type(x).__name__} as a tensor")
 
 
-def empty(shape, dtype=np.float32, device=None) -> Tensor:
+def empty(shape, dtype=None, device=None) -> Tensor:
+    """An uninitialized tensor; dtype float64 by default, as NumPy's."""
     device = _device(device)
+    dtype = np.float64 if dtype is None else dtype
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     return Tensor(backend_for(device).empty(shape, _dt.check_supported(dtype)), device)
 
@@ -196,12 +202,12 @@ def full(shape, fill_value, dtype=None, device=None) -> Tensor:
     return t
 
 
-def zeros(shape, dtype=np.float32, device=None) -> Tensor:
-    return full(shape, 0, dtype, device)
+def zeros(shape, dtype=None, device=None) -> Tensor:
+    return full(shape, 0, np.float64 if dtype is None else dtype, device)
 
 
-def ones(shape, dtype=np.float32, device=None) -> Tensor:
-    return full(shape, 1, dtype, device)
+def ones(shape, dtype=None, device=None) -> Tensor:
+    return full(shape, 1, np.float64 if dtype is None else dtype, device)
 
 
 def _like(x, dtype, device):

@@ -20,6 +20,16 @@ def __getattr__(name: str):
         from lazytensor.ops import numpy_dispatch as module
     elif name == "matmul":
         from lazytensor.ops import matmul as module
+    elif name == "ufuncs":
+        from lazytensor.ops import ufuncs as module
+    elif name == "elementwise":
+        from lazytensor.ops import elementwise as module
+    elif name == "scans":
+        from lazytensor.ops import scans as module
+    elif name == "indexing":
+        from lazytensor.ops import indexing as module
+    elif name == "array_api":
+        from lazytensor import array_api as module
     elif name == "evaluation":
         from lazytensor.plan import evaluate as module
     elif name == "display":

@@ -38,7 +38,9 @@ def canonical_key(key) -> tuple:
         elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
             out.append(int(k))
         else:
-            raise IndexError(f"only basic indexing (ints, slices, None, ...) is supported, got {type(k).__name__}")
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
+                             f"arrays or tensors are valid indices, got {type(k).__name__}; to keep the shape "
+                             f"while choosing elements, use lt.where(mask, x, fill)")
     if Ellipsis not in out:
         out.append(Ellipsis)          # keeps NumPy returning a (0-d) view rather than a scalar
     return tuple(out)

@@ -4,7 +4,9 @@ from lazytensor.nn.module import Module
 from lazytensor.nn.layers import (AvgPool2d, BatchNorm2d, Conv2d, ConvBNReLU, Flatten, GlobalAvgPool, Linear,
                                   MaxPool2d, ReLU, Sequential)
 from lazytensor.nn.models import BasicBlock, Bottleneck, ResNet, VGG, resnet18, resnet50, vgg16_bn
+from lazytensor.nn import optim
+from lazytensor.nn.optim import SGD, AdamW
 
 __all__ = ["Module", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvBNReLU", "Flatten", "GlobalAvgPool", "Linear",
            "MaxPool2d", "ReLU", "Sequential", "BasicBlock", "Bottleneck", "ResNet", "VGG", "resnet18", "resnet50",
-           "vgg16_bn"]
+           "vgg16_bn", "optim", "SGD", "AdamW"]

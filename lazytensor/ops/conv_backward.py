@@ -11,8 +11,17 @@ so they have gradient rules too (second derivatives).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lazytensor.core.expr import Expr
 from lazytensor.ops.conv_bn import ConvAttrs, _checked_conv, _tensor_operand
+
+
+@dataclass(frozen=True)
+class FirstLayerWgradAttrs(ConvAttrs):
+    """The attrs of a wgrad whose forward conv reads training data (the first layer): no dgrad is
+    planned beside it, and explain says so."""
+    note: str = "first layer: x is not among the inputs of the gradient, so no dgrad is planned"
 
 
 def _conv_attrs(attrs, stride, padding, dilation, x_shape, w_shape, dtype_a, dtype_b, what):
@@ -53,10 +62,12 @@ def conv2d_backward_data(dy, w, x_shape, attrs: ConvAttrs | None = None, *, stri
     return Expr("conv2d_backward_data", (dy, w), x_shape, dy.dtype, dy.device, heavy=True, attrs=attrs)
 
 
-def conv2d_backward_filter(x, dy, w_shape, attrs: ConvAttrs | None = None, *, stride=1, padding=0, dilation=1):
+def conv2d_backward_filter(x, dy, w_shape, attrs: ConvAttrs | None = None, *, stride=1, padding=0, dilation=1,
+                           first_layer: bool = False):
     """dw[k, r, s, c] = sum over n, p, q of dy[n, p, q, k] * x[n, p*sh + r*dh - ph, q*sw + s*dw - pw, c]:
     the gradient of sum(conv2d(x, w) * dy) with respect to w, of shape w_shape and x's dtype (float16
-    activations give a float16 dw, accumulated in float32)."""
+    activations give a float16 dw, accumulated in float32). first_layer: x is training data, no dgrad
+    is planned with it (explain says so)."""
     what = "conv2d_backward_filter"
     x = _tensor_operand(x, "x")
     dy = _tensor_operand(dy, "dy", x.device)
@@ -64,4 +75,6 @@ def conv2d_backward_filter(x, dy, w_shape, attrs: ConvAttrs | None = None, *, st
     checked, attrs = _conv_attrs(attrs, stride, padding, dilation, tuple(x.shape), w_shape, x.dtype, dy.dtype, what)
     _check_dy(dy, checked, x.shape, w_shape, what)
     _same_device(x, dy, ("x", "dy"), what)
+    if first_layer:
+        attrs = FirstLayerWgradAttrs(attrs.stride, attrs.padding, attrs.dilation)
     return Expr("conv2d_backward_filter", (x, dy), w_shape, x.dtype, x.device, heavy=True, attrs=attrs)

@@ -41,23 +41,61 @@ class BatchNormAttrs:
 
 class BatchNormSaved:
     """What a training batch_norm leaves for the backward pass once it has been evaluated:
-    saved_mean and saved_inv_var (float32, per channel), and, when a relu consumes the
+    saved_mean and saved_inv_var (float32, per channel), conv_out (the batch_norm's input: the conv
+    output on the CBR path, which the fused backward reads), and, when a relu consumes the
     batch_norm, relu_mask: the bits (y > 0), 8 per uint8 byte, lowest bit first (np.packbits
     with bitorder="little" over y flattened). `path` says which stage-1 path computed the
-    statistics, with the measured times when they were compared."""
+    statistics, with the measured times when they were compared.
+
+    Planning the forward (lt.explain) already puts arrays here; `forward_results` tells arrays a
+    completed forward wrote from those (lazytensor.plan.saved_results) and raises otherwise."""
 
     def __init__(self):
         self.saved_mean = None
         self.saved_inv_var = None
+        self.conv_out = None
         self.relu_mask = None
         self.path = None
+        self.released = False
 
     def __repr__(self):
-        got = [n for n in ("saved_mean", "saved_inv_var", "relu_mask") if getattr(self, n) is not None]
+        got = [n for n in _SAVED if getattr(self, n) is not None]
         return f"BatchNormSaved({', '.join(got) or 'not evaluated yet'}; path={self.path!r})"
+
+    def release(self) -> None:
+        """Drop the saved arrays (their memory goes back to the pool, or to the CUDA graph that wrote
+        them, which hands them out again with its next forward); a backward built later raises."""
+        for n in _SAVED:
+            setattr(self, n, None)
+        self.released = True
+
+    def forward_results(self, need_mask: bool, what: str) -> dict:
+        """{name: Tensor} of the completed forward's saved arrays, or a clear error saying why not."""
+        from lazytensor.plan.saved_results import written
+        names = [n for n in _SAVED if n != "relu_mask" or need_mask]
+        missing = [n for n in names if getattr(self, n) is None]
+        if missing:
+            if self.released and all(getattr(self, n) is None for n in _SAVED):
+                raise ValueError(f"{what}: the forward's saved results were released (BatchNormSaved.release()); "
+                                 "evaluate the training forward again before building its backward")
+            if missing == ["relu_mask"]:
+                raise ValueError(f"{what}: the forward saved no ReLU mask: evaluate relu(batch_norm(...)) itself "
+                                 "in training, so that its last kernel writes the mask")
+            raise ValueError(f"{what}: the training forward was never evaluated (no {', '.join(missing)}); "
+                             "evaluate it (lt.evaluate or an assignment) before building its backward")
+        found = {n: getattr(self, n) for n in names}
+        stale = [n for n, t in found.items() if not written(t.data)]
+        if stale:
+            raise ValueError(f"{what}: the saved {', '.join(stale)} belong to a forward that was planned (lt.explain, "
+                             "or an evaluation that failed) but never ran to its end; evaluate the training forward, "
+                             "then build its backward")
+        return found
 
     # Identity hashing: a holder is part of a node's attributes, never of a kernel's structure.
     __hash__ = object.__hash__
+
+
+_SAVED = ("saved_mean", "saved_inv_var", "conv_out", "relu_mask")
 
 
 def _tensor_operand(x, name: str, device=None):

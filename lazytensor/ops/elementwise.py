@@ -45,15 +45,22 @@ def minimum(a, b):
     return apply("minimum", a, b)
 
 
-def where(condition, a, b):
-    """Elementwise `a if condition else b`, as np.where with three arguments."""
+def where(condition, a=None, b=None):
+    """Elementwise `a if condition else b`, as np.where with three arguments; with the condition
+    alone, np.nonzero(condition) (evaluated: its size depends on the data)."""
+    if a is None and b is None:
+        from lazytensor.ops.indexing import nonzero
+        return nonzero(condition)
+    if a is None or b is None:
+        raise ValueError("either both or neither of x and y should be given")
     return apply("where", apply("not_equal", condition, False) if _not_bool(condition) else condition, a, b)
 
 
 def clip(x, a_min=None, a_max=None):
-    """np.clip: minimum(maximum(x, a_min), a_max); either bound may be None."""
+    """np.clip: minimum(maximum(x, a_min), a_max); either bound may be None, and with neither
+    x comes back unchanged (as the Array API's clip)."""
     if a_min is None and a_max is None:
-        raise ValueError("clip needs a_min or a_max")
+        return x
     # NumPy promotes the three operands together (np.clip(bool, 0, int8) is int8), not pairwise.
     dtype = _np.result_type(*(_weak(v) for v in (x, a_min, a_max) if v is not None))
     integer_x = getattr(x, "dtype", dtype).kind in "iu"

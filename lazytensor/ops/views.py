@@ -5,12 +5,17 @@ which costs nothing but index arithmetic in the kernel that reads it.
 """
 from __future__ import annotations
 
+import numpy as _np
+
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.view_steps import canonical_key, view
 
 
 def getitem(x, key):
+    from lazytensor.ops import indexing
+    if indexing.is_advanced(key):
+        return indexing.getitem(x, key)      # an index array or a mask: a gather, not a view
     return view(x, ("index", canonical_key(key)))
 
 
@@ -99,3 +104,15 @@ def squeeze(x, axis=None):
                 raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
     key = tuple(0 if i in axes else slice(None) for i in range(len(shape)))
     return getitem(x, key)
+
+
+def flip(x, axis=None):
+    """np.flip: the elements reversed along `axis` (None: every axis); a view, as NumPy's."""
+    nd = len(x.shape)
+    axes = range(nd) if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis,))
+    reversed_axes = set()
+    for a in axes:
+        if not -nd <= int(a) < nd:
+            raise _np.exceptions.AxisError(int(a), nd)
+        reversed_axes.add(int(a) % nd)
+    return getitem(x, tuple(slice(None, None, -1) if d in reversed_axes else slice(None) for d in range(nd)))

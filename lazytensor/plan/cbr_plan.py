@@ -26,6 +26,7 @@ from lazytensor.plan.lower import lower
 from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, materialized, may_overlap
 from lazytensor.plan.cbr_stage1 import choose_stage1, statistics_step
 from lazytensor.plan.replay import first_refusal
+from lazytensor.plan import saved_results
 from lazytensor.plan.steps import FusedElementwise, FusedReduction, Learned
 from lazytensor.cbr.conv_cpu import conv2d_nhwc
 from lazytensor.cbr import finalize_cpu
@@ -154,11 +155,13 @@ class FinalizeStep:
 
 
 class CommitStep:
-    """The plan's last step: the running statistics the finalize computed, into place."""
-    __slots__ = ("backend", "staged", "running")
+    """The plan's last step: the running statistics the finalize computed, into place; and the
+    arrays saved for the backward pass (`written`) marked as holding a completed forward
+    (lazytensor.plan.saved_results)."""
+    __slots__ = ("backend", "staged", "running", "written")
 
-    def __init__(self, backend, staged, running):
-        self.backend, self.staged, self.running = backend, staged, running
+    def __init__(self, backend, staged, running, written=()):
+        self.backend, self.staged, self.running, self.written = backend, staged, running, tuple(written)
 
     def run(self):
         if self.backend.name == "cpu":
@@ -166,12 +169,16 @@ class CommitStep:
         else:
             from lazytensor.cbr import finalize_cuda
             finalize_cuda.commit_running(*self.staged, *self.running)
+        saved_results.mark(self.written)
 
     def capture_refusal(self):
         return None if self.backend.name == "cuda" else "the commit runs on the CPU"
 
     def describe(self, source: bool = True) -> str:
-        return f"Commit: the updated running_mean and running_var ({self.running[0].shape[0]} channels)"
+        text = f"Commit: the updated running_mean and running_var ({self.running[0].shape[0]} channels)"
+        if self.written:
+            text += f"; the {len(self.written)} arrays saved for the backward pass now hold a completed forward"
+        return text
 
 
 class InferenceGraphStep:
@@ -327,9 +334,12 @@ def _build_batch_norm(node, backend, cut, out):
         staged = [next(rows), next(rows)]
         steps.append(FinalizeStep(backend, stats, from_sums, count, (gamma.data, beta.data, rm.data, rv.data),
                                   a.momentum, a.eps, eq + saved + staged))
-        cut.deferred.append(CommitStep(backend, staged, (rm.data, rv.data)))
+        cut.deferred.append(CommitStep(backend, staged, (rm.data, rv.data), (saved[0], saved[1], y)))
         a.saved.saved_mean = _tensor.Tensor(saved[0], node.device)
         a.saved.saved_inv_var = _tensor.Tensor(saved[1], node.device)
+        a.saved.conv_out = _tensor.Tensor(y, node.device)
+        a.saved.relu_mask = None        # a relu above that writes one sets it (_relu_mask_plan)
+        a.saved.released = False
 
     scale, bias = (_tensor.Tensor(v, node.device) for v in eq)
     applied = (_tensor.Tensor(y, node.device) * scale + bias).astype(node.dtype)
@@ -372,6 +382,9 @@ def _relu_mask_plan(root, out, backend):
     if target is not out:
         steps.append(copy_step(backend, target, out, "copy into the destination"))
     bn.attrs.saved.relu_mask = _tensor.Tensor(mask, bn.device)
+    for step in cut.deferred:       # the forward's commit step also marks the mask written
+        if isinstance(step, CommitStep) and step.written and step.written[-1] is bn.attrs.saved.conv_out.data:
+            step.written += (mask,)
     return steps + cut.deferred
 
 

@@ -102,6 +102,15 @@ class ConvBackwardStep:
         return text
 
 
+def backward_path(backend, x_shape, w_shape, dtype):
+    """(path, note): "cpu", "cudnn", or "host" with the reason cuDNN cannot take the call."""
+    if backend.name == "cpu":
+        return "cpu", ""
+    from lazytensor.cbr.cudnn_support import cudnn_shape_refusal, cudnn_unavailable_reason
+    why = cudnn_unavailable_reason() or cudnn_shape_refusal(x_shape, w_shape, dtype)
+    return ("cudnn", "") if why is None else ("host", f"cuDNN path not taken: {why}")
+
+
 def _build(kind):
     def build(node, backend, cut, out):
         steps: list = []
@@ -110,12 +119,8 @@ def _build(kind):
             x_shape, w_shape = tuple(node.shape), tuple(b.shape)
         else:
             x_shape, w_shape = tuple(a.shape), tuple(node.shape)
-        if backend.name == "cpu":
-            path, note = "cpu", ""
-        else:
-            from lazytensor.cbr.cudnn_support import cudnn_shape_refusal, cudnn_unavailable_reason
-            why = cudnn_unavailable_reason() or cudnn_shape_refusal(x_shape, w_shape, node.dtype)
-            path, note = ("cudnn", "") if why is None else ("host", f"cuDNN path not taken: {why}")
+        path, note = backward_path(backend, x_shape, w_shape, node.dtype)
+        note = "; ".join(n for n in (note, getattr(node.attrs, "note", "")) if n)
         # (the step reads windows of its operands: any overlap with them needs the temporary)
         dense = (out is not None and out.flags.c_contiguous
                  and not any(may_overlap(out, t.data) for t in (a, b)))

@@ -9,7 +9,7 @@ from lazytensor.core.readers import memory_of
 from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
 from lazytensor.plan.planner import plan
-from lazytensor.plan.writes import after_write, before_write
+from lazytensor.plan.writes import after_write, before_write, readers_of
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
 from lazytensor.kernels.backend import live_backends
@@ -38,18 +38,37 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     """dest[...] = value, as one fused kernel when value is elementwise. Every write to a tensor
     comes here, and goes through lazytensor.plan.writes.before_write first (private: nodes of
     value's that only the caller holds, see before_write; held=False: the caller built value and
-    drops it, so it need not keep dest as its result). Out of GPU memory before anything the caller
-    holds was written, the memory lazytensor keeps on the device is freed and the steps tried once
-    more; then a DeviceOutOfMemory says what was being allocated (retry_out_of_memory)."""
+    drops it, so it need not keep dest as its result). The memory's write count goes up after. Out
+    of GPU memory before anything the caller holds was written, the memory lazytensor keeps on the
+    device is freed and the steps tried once more; then a DeviceOutOfMemory says what was being
+    allocated (retry_out_of_memory)."""
+    if not getattr(dest.data.flags, "writeable", True):
+        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
+                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
     readers = dest.memory
     if readers is None:
         readers = memory_of(dest)
+    _assign(dest, value, what, private, held, readers)
+    readers.version += 1
+
+
+def _assign(dest, value, what, private, held, readers) -> None:
     if type(value) is Expr:
         if value.result is not None:
             value = value.result                # evaluated: its value is that tensor
         else:
             # Only where live expressions read dest's memory is there anything to do before the write.
-            reads = before_write((dest,), (value,), private) if readers else None
+            reads = None
+            if readers:
+                reads, nodes = readers_of((dest,), (value,), private)
+                if nodes:
+                    # They keep their values; computed in the same plan as the write (several
+                    # results, read before any is written), they share its kernel where they can.
+                    _write_with_readers(dest, value, nodes)
+                    if held and reads[0]:
+                        after_write((dest,), (value,), reads)
+                    return
+                del nodes
             if value.epoch != RESULTS[0]:
                 value.settle()
             memo = value.last_plan
@@ -73,6 +92,16 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     if readers:
         before_write((dest,), (node,))
     _write(dest, node, what)
+
+
+def _write_with_readers(dest: Tensor, value, nodes) -> None:
+    """dest[...] = value, and each live node that reads dest's memory keeps its value in memory of
+    its own, all as one simultaneous assignment (lazytensor.plan.simultaneous)."""
+    from lazytensor.plan.simultaneous import run_pairs, settled
+    own = [empty(n.shape, n.dtype, n.device) for n in nodes]
+    run_pairs([(t, settled(n)) for t, n in zip(own, nodes)] + [(dest, settled(value))])
+    for t, n in zip(own, nodes):
+        n.keep_result(t)
 
 
 def _check(node, dest: Tensor, what: str) -> None:

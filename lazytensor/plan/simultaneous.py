@@ -13,6 +13,7 @@ from lazytensor.kernels.device_memory import DeviceOutOfMemory
 from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, retry_out_of_memory
 from lazytensor.plan.steps import run_steps
 from lazytensor.core.expr import RESULTS, Expr
+from lazytensor.core.readers import memory_of
 from lazytensor.plan.several import plan_several
 from lazytensor.plan.writes import after_write, before_write
 
@@ -85,13 +86,20 @@ def _write(pairs) -> None:
     dests = [d for d, _ in pairs]
     values = [n for _, n in pairs]
     reads = before_write(dests, values)
-    pairs = [(d, _settled(n)) for d, n in pairs]
+    run_pairs([(d, settled(n)) for d, n in pairs])
+    after_write(dests, values, reads)
+
+
+def run_pairs(pairs) -> None:
+    """Plans and runs checked (destination, node) pairs as one simultaneous assignment, with no
+    write hook: the caller has settled the readers of the destinations."""
     by_device: dict = {}
     for dest, node in pairs:
         by_device.setdefault(dest.device, []).append((dest, node))
     groups = list(by_device.values())
     retry_out_of_memory(lambda: _plan_and_run(groups))     # out of GPU memory: once more after freeing
-    after_write(dests, values, reads)
+    for dest, _ in pairs:
+        memory_of(dest).version += 1
 
 
 def _plan_and_run(groups) -> None:
@@ -105,7 +113,7 @@ def _plan_and_run(groups) -> None:
             raise
 
 
-def _settled(node):
+def settled(node):
     """The node to plan: an evaluated expression is its result; one whose operands were evaluated
     since it was built reads their results (Expr.settle)."""
     if type(node) is not Expr:

@@ -32,16 +32,31 @@ def before_write(dests, values, private=()) -> list:
     then pass it to after_write once the writes are done. private: nodes of the values that the
     caller knows nothing else holds, though its own frames do (the operand of an in-place
     operator, when it was a temporary)."""
+    reads, nodes = readers_of(dests, values, private)
+    for node in nodes:                      # children first: a parent then reads their results
+        _settle(node)
+    del nodes
+    return reads
+
+
+def readers_of(dests, values, private=()) -> tuple:
+    """-> (per value, whether it reads the memory of a destination; the live nodes that must keep
+    their values before the destinations are written, children first). A caller that settles the
+    nodes itself (lazytensor.plan.evaluate computes them in the same plan as the write) calls this
+    instead of before_write."""
     reads = [False] * len(values)
+    found, seen = [], set()
     for dest in dests:
         if not memory_of(dest):
             continue
         nodes, dest_reads = readers_to_settle(dest, values, private)
         reads = [a or b for a, b in zip(reads, dest_reads)]
-        for node in nodes:                  # children first: a parent then reads their results
-            _settle(node)
+        for node in nodes:
+            if id(node) not in seen:
+                seen.add(id(node))
+                found.append(node)
         del nodes
-    return reads
+    return reads, found
 
 
 def readers_to_settle(dest, values, private=()) -> tuple:

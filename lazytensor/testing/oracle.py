@@ -58,18 +58,27 @@ BOOL = np.dtype(bool)
 INTS = tuple(d for d in DTYPES if d.kind in "iu")
 FLOATS = tuple(d for d in DTYPES if d.kind == "f")
 
-APPROX_OPS = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid"})
+APPROX_OPS = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid",
+                        "log2", "log10", "exp2", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh",
+                        "arcsinh", "arccosh", "arctanh", "hypot", "cbrt", "logaddexp", "logaddexp2"})
 COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
 # Ops whose result can jump when an input moves by one ULP.
 DISCONTINUOUS = COMPARISONS | {"floor", "ceil", "sign", "floor_divide", "remainder", "isnan", "isfinite",
-                               "bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
+                               "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "isinf", "signbit", "rint",
+                               "trunc", "fmod", "copysign", "nextafter", "logical_and", "logical_or",
+                               "logical_xor", "logical_not", "left_shift", "right_shift"}
+# Continuous ops whose slope is unbounded somewhere (near a pole, a domain's edge, or growing like
+# exp): downstream of an uncertain input they are not compared, as power.
+STEEP = frozenset({"reciprocal", "log2", "log10", "exp2", "arcsin", "arccos", "arctan2", "sinh", "cosh",
+                   "arccosh", "arctanh", "cbrt"})
 
 BINARY_OPERATORS = {
     "add": operator.add, "subtract": operator.sub, "multiply": operator.mul, "true_divide": operator.truediv,
     "floor_divide": operator.floordiv, "remainder": operator.mod, "power": operator.pow,
     "bitwise_and": operator.and_, "bitwise_or": operator.or_, "bitwise_xor": operator.xor,
     "equal": operator.eq, "not_equal": operator.ne, "less": operator.lt, "less_equal": operator.le,
-    "greater": operator.gt, "greater_equal": operator.ge,
+    "greater": operator.gt, "greater_equal": operator.ge, "left_shift": operator.lshift,
+    "right_shift": operator.rshift,
 }
 UNARY_OPS = tuple(name for name, spec in OPS.items() if spec.arity == 1)
 BINARY_OPS = tuple(name for name, spec in OPS.items() if spec.arity == 2)
@@ -162,7 +171,7 @@ def propagate(op, args, result, attrs=None):
         return 0.0
     # Some input is uncertain.
     e = [_as_err(x, shape) for x in errs]
-    if not is_float or op in DISCONTINUOUS or op == "power":
+    if not is_float or op in DISCONTINUOUS or op == "power" or op in STEEP:
         # Integer / bool results, jumps, or power (whose slope is unbounded near 0): not compared
         # wherever an input is uncertain.
         return np.where(np.logical_or.reduce([x > 0 for x in e]), np.inf, 0.0)
@@ -181,8 +190,11 @@ def propagate(op, args, result, attrs=None):
         elif op == "where":
             cond = np.broadcast_to(np.asarray(args[0].np if isinstance(args[0], Node) else args[0], bool), shape)
             bound = np.where(e[0] > 0, np.inf, np.where(cond, e[1], e[2]))
-        elif op in ("negative", "absolute", "relu", "sin", "cos", "tanh", "sigmoid", "astype"):
+        elif op in ("negative", "absolute", "relu", "sin", "cos", "tanh", "sigmoid", "astype", "fabs", "arctan",
+                    "arcsinh"):
             bound = e[0]                       # Lipschitz constant <= 1
+        elif op in ("hypot", "logaddexp", "logaddexp2"):
+            bound = e[0] + e[1]                # Lipschitz constant <= 1 in each operand
         elif op == "square":
             bound = 2 * np.abs(vals[0]) * e[0] + e[0] * e[0]
         elif op in ("exp", "expm1"):
@@ -232,7 +244,7 @@ def _reference64(op, args, shape):
             return np.power(vals[0], vals[1])
         if op == "sigmoid":
             return 1 / (1 + np.exp(-vals[0]))
-        return OPS[op].reference(vals[0])
+        return OPS[op].reference(*vals)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -355,6 +367,10 @@ def build(op, args, form="function", text=None):
     err = propagate(op, args, expected)
     if op in ("maximum", "minimum", "relu"):
         err = _zero_ties_unspecified(np_args + ([0.0] if op == "relu" else []), expected, err)
+    if op == "reciprocal" and expected.dtype.kind in "iu":
+        # 1 // 0: NumPy's value depends on the width (0, or the minimum from a float cast of inf);
+        # lazytensor documents 0. Not compared.
+        err = np.where(np.broadcast_to(np.asarray(np_args[0]) == 0, expected.shape), np.inf, _as_err(err, expected.shape))
     return Node(expr, expected, err, spelled, _depth(args))
 
 

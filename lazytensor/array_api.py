@@ -1,0 +1,119 @@
+"""The Array API (2024.12) namespace of lazytensor: `x.__array_namespace__()` returns this module,
+so code written against the standard (array-api-compat users, SciPy's and scikit-learn's array API
+support) takes tensors. Every name is lazytensor's own function (results stay lazy until a value is
+needed) under the standard's name and signature; where the standard and NumPy differ, this module
+follows the standard (var/std take `correction`, sort is stable and takes `descending`, astype
+takes `copy`), and the `lt` namespace follows NumPy.
+
+Functions lazytensor does not have yet are absent rather than eager: complex dtypes and
+conj/real/imag, the linalg and fft extensions, matmul/tensordot/vecdot, searchsorted,
+count_nonzero, unique_*, meshgrid, tril/triu, broadcast_arrays, unstack, from_dlpack, diff.
+"""
+from __future__ import annotations
+
+import numpy as _np
+
+import lazytensor as _lt
+from lazytensor.core.operand import Operand as _Operand
+
+__array_api_version__ = "2024.12"
+
+# -- data types and constants ---------------------------------------------------------------------
+bool = _np.bool_  # noqa: A001
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float32, float64 = _np.float32, _np.float64
+e, inf, nan, newaxis, pi = _lt.e, _lt.inf, _lt.nan, _lt.newaxis, _lt.pi
+finfo, iinfo, can_cast = _np.finfo, _np.iinfo, _np.can_cast
+
+
+def result_type(*arrays_and_dtypes):
+    return _np.result_type(*(a.dtype if isinstance(a, _Operand) else a for a in arrays_and_dtypes))
+
+
+def isdtype(dtype, kind):
+    return _np.isdtype(_np.dtype(dtype), kind)
+
+
+def astype(x, dtype, /, *, copy=True, device=None):
+    if device is not None and device != x.device:
+        x = _lt.asarray(x, device=device)
+    if not copy and x.dtype == _np.dtype(dtype):
+        return x
+    return _lt.astype(x, dtype) if x.dtype != _np.dtype(dtype) else (x.copy() if copy else x)
+
+
+# -- elementwise ----------------------------------------------------------------------------------
+from lazytensor import (abs, ceil, clip, copysign, cos, cosh, exp, expm1, floor, hypot, isfinite,  # noqa: E402,F401
+                        isinf, isnan, log, log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
+                        logical_xor, maximum, minimum, negative, nextafter, reciprocal, sign, signbit, sin, sinh,
+                        sqrt, tan, tanh, trunc)
+from lazytensor.ops.ufuncs import (arccos as acos, arccosh as acosh, arcsin as asin, arcsinh as asinh,  # noqa: E402,F401
+                                   arctan as atan, arctan2 as atan2, arctanh as atanh,
+                                   left_shift as bitwise_left_shift, right_shift as bitwise_right_shift)
+from lazytensor.core.expr import apply as _apply  # noqa: E402
+
+
+def _binary(op):
+    def f(x1, x2, /):
+        return _apply(op, x1, x2)
+    f.__name__ = op
+    return f
+
+
+add, subtract, multiply, divide = (_binary(o) for o in ("add", "subtract", "multiply", "true_divide"))
+floor_divide, remainder, pow = (_binary(o) for o in ("floor_divide", "remainder", "power"))  # noqa: A001
+equal, not_equal, less, less_equal, greater, greater_equal = (
+    _binary(o) for o in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
+bitwise_and, bitwise_or, bitwise_xor = (_binary(o) for o in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+
+
+def bitwise_invert(x, /):
+    return _lt.invert(x)
+
+
+def positive(x, /):
+    return +x
+
+
+def square(x, /):
+    return _apply("square", x)
+
+
+def round(x, /):  # noqa: A001
+    return _lt.round(x)
+
+
+# -- creation -------------------------------------------------------------------------------------
+from lazytensor import (arange, asarray, empty, empty_like, eye, full, full_like, linspace, ones,  # noqa: E402,F401
+                        ones_like, zeros, zeros_like)
+
+# -- manipulation, searching, sorting, indexing -----------------------------------------------------
+from lazytensor import (broadcast_to, expand_dims, flip, moveaxis, repeat, reshape, roll, squeeze, stack,  # noqa: E402,F401
+                        tile, argmax, argmin, nonzero, where, take, take_along_axis, cumulative_sum,
+                        cumulative_prod, all, any, max, min, mean, prod, sum)
+
+
+def concat(arrays, /, *, axis=0):
+    return _lt.concatenate(arrays, axis=axis)
+
+
+def permute_dims(x, /, axes):
+    return _lt.transpose(x, axes)
+
+
+def sort(x, /, *, axis=-1, descending=False, stable=True):
+    return _lt.sort(x, axis=axis, kind="stable" if stable else None, descending=descending)
+
+
+def argsort(x, /, *, axis=-1, descending=False, stable=True):
+    return _lt.argsort(x, axis=axis, stable=stable, descending=descending)
+
+
+# -- statistics: the standard's `correction` where NumPy has ddof ---------------------------------------
+def var(x, /, *, axis=None, correction=0.0, keepdims=False):
+    return _lt.var(x, axis=axis, ddof=correction, keepdims=keepdims)
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    return _lt.std(x, axis=axis, ddof=correction, keepdims=keepdims)

@@ -1,0 +1,104 @@
+"""The fused CBR backward as backward patterns (lazytensor.autodiff.patterns), in training:
+
+    relu(batch_norm(conv2d(x, w)))            -> x, w, gamma, beta
+    relu(batch_norm(conv2d(x, w)) + skip)     -> x, w, gamma, beta, skip   (either order of the add)
+    batch_norm(conv2d(x, w))                  -> x, w, gamma, beta
+
+Stage 1 (drelu + dBN, lazytensor.ops.cbr_backward) reads the forward's saved statistics, conv
+output and 1-bit ReLU mask; stages 2 and 3 are the backward convolutions of d(conv_out): wgrad
+dW = conv2d_backward_filter(x, d_conv) and dgrad dX = conv2d_backward_data(d_conv, w). A pattern
+matches only when the forward it needs has run to its end and saved what stage 1 reads (the ReLU
+mask is saved when the relu is the root of an evaluated expression), and for float16 and float32
+activations (the saved statistics are float32); otherwise the per-op rules
+(rules_conv_bn) take the nodes, recomputing what they need from x, so gradients stay right either
+way. When x is not among lt.grad's inputs (the first layer), dX is never evaluated and no dgrad
+is planned; given `wanted` without x, the pattern builds no dX and the wgrad step's explain says why.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.autodiff.patterns import BACKWARD_PATTERNS
+from lazytensor.core.expr import Expr
+from lazytensor.ops.cbr_backward import cbr_bn_backward
+from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
+from lazytensor.autodiff.origin import as_computed
+from lazytensor.ops.views import broadcast_to
+
+
+def _conv_bn(node):
+    """(bn, conv) when node = batch_norm(conv2d(x, w)) in training, else None."""
+    if not (isinstance(node, Expr) and node.op == "batch_norm" and node.result is None and node.attrs.training):
+        return None
+    conv = node.args[0]
+    if not (isinstance(conv, Expr) and conv.op == "conv2d" and conv.result is None):
+        return None
+    return node, conv
+
+
+def _complete(bn, relu: bool) -> bool:
+    try:
+        bn.attrs.saved.forward_results(relu, "")
+    except ValueError:
+        return False
+    return True
+
+
+class CbrBackward:
+    """One form of the pattern: "relu", "residual" or "bn" (no ReLU)."""
+
+    def __init__(self, form: str):
+        self.form = form
+
+    def parts(self, node):
+        """(bn, conv, skip) of `node` in this form, or None."""
+        node = as_computed(node)
+        if self.form == "bn":
+            found = _conv_bn(node)
+            return None if found is None else (*found, None)
+        if not (isinstance(node, Expr) and node.op == "relu"):
+            return None
+        inner = node.args[0]
+        if self.form == "relu":
+            found = _conv_bn(inner)
+            return None if found is None else (*found, None)
+        if not (isinstance(inner, Expr) and inner.op == "add" and inner.result is None):
+            return None
+        for a, b in (inner.args, inner.args[::-1]):
+            found = _conv_bn(a)
+            if found is not None and tuple(b.shape) == tuple(a.shape) and b.dtype == a.dtype:
+                return (*found, b)
+        return None
+
+    def match(self, node) -> bool:
+        found = self.parts(node)
+        # float64 activations take the per-op rules: the saved statistics are float32 (as cuDNN's),
+        # which would cost a float64 gradient its precision
+        return (found is not None and found[0].dtype != np.float64
+                and _complete(found[0], self.form != "bn"))
+
+    def gradients(self, node, grad, wanted=None) -> dict:
+        bn, conv, skip = self.parts(node)
+        x, w = conv.args
+        gamma, beta = bn.args[1], bn.args[2]
+        if tuple(grad.shape) != tuple(node.shape):
+            grad = broadcast_to(grad, node.shape)
+        d_conv, dgamma, dbeta, d_skip = cbr_bn_backward(grad, bn.attrs.saved, gamma, relu=self.form != "bn",
+                                                        residual=self.form == "residual")
+        grads: dict = {}
+        first_layer = wanted is not None and not any(t is x for t in wanted)
+        pairs = [] if first_layer else [(x, conv2d_backward_data(d_conv, w, x.shape, conv.attrs))]
+        pairs += [(w, conv2d_backward_filter(x, d_conv, w.shape, conv.attrs, first_layer=first_layer)),
+                 (gamma, dgamma.astype(gamma.dtype)), (beta, dbeta.astype(beta.dtype))]
+        if skip is not None:
+            pairs.append((skip, d_skip))
+        for operand, g in pairs:        # one operand in two places (gamma passed as beta too): the sum
+            grads[operand] = g if operand not in grads else grads[operand] + g
+        return grads
+
+    def __repr__(self):
+        return f"CbrBackward({self.form!r})"
+
+
+# The residual form first: relu(bn + skip) is not relu(bn), but both start at a relu.
+BACKWARD_PATTERNS.extend((CbrBackward("residual"), CbrBackward("relu"), CbrBackward("bn")))

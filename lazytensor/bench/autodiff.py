@@ -1,0 +1,129 @@
+"""`python -m lazytensor bench --suite autodiff [--device cuda]`: gradients through lt.grad.
+
+1. The gradients of a, b, c, d of sum(tanh(a * b + c) * d), evaluated together (one kernel with
+   four outputs), against the floor (4 reads + 4 writes at the copy bandwidth of the same run), the
+   same backward written by hand in NumPy (CPU), and PyTorch eager and torch.compile (CUDA, when
+   torch is importable). 2^24 float32 elements on the CPU, 2^26 on CUDA.
+2. One MLP training step, 784 -> 4096 -> 4096 -> 10, batch 8192 (CUDA; 512 on the CPU), float32
+   and float16: forward, lt.grad, SGD update, against PyTorch eager and torch.compile.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import lazytensor as lt
+from lazytensor.bench.table import Table
+
+
+def _timer(device):
+    if device == "cpu":
+        from lazytensor.tools.timing import time_host
+        return lambda fn: time_host(fn, repeat=5)
+    from lazytensor.kernels.cuda_timing import burst_ms
+    return lambda fn: burst_ms(fn) * 1e-3
+
+
+def _bandwidth(device) -> float:
+    if device == "cpu":
+        from lazytensor.bench.cpu import _copy_bandwidth
+        return _copy_bandwidth(1 << 28)
+    import cupy as cp
+    from lazytensor.bench.cuda import copy_bandwidth
+    return max(copy_bandwidth(cp).values())
+
+
+def _torch(device):
+    if device != "cuda":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _elementwise_gradients(table, device, timer, bw):
+    scale = 24 if device == "cpu" else 26
+    n = 1 << scale
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    a, b, c, d = (lt.asarray(h, device=device) for h in host)
+    outs = [lt.empty((n,), np.float32, device=device) for _ in range(4)]
+
+    def lazytensor_step():
+        grads = lt.grad(lt.sum(lt.tanh(a * b + c) * d), [a, b, c, d])
+        lt.assign(list(zip(outs, grads)))
+
+    case = f"gradients of a, b, c, d of sum(tanh(a*b+c)*d), 2^{scale} f32"
+    table.add(case, "lazytensor lt.grad + lt.assign", timer(lazytensor_step))
+    table.floor(case, 8 * n * 4 / bw, "4 reads + 4 writes of float32")
+    if device == "cpu":
+        def numpy_backward():
+            t = np.tanh(host[0] * host[1] + host[2])
+            s = (1 - t * t) * host[3]
+            return s * host[1], s * host[0], s, t
+        table.add(case, "NumPy (backward by hand)", timer(numpy_backward))
+    torch = _torch(device)
+    if torch is not None:
+        ta, tb, tc, td = (torch.from_dlpack(x.data).requires_grad_() for x in (a, b, c, d))
+
+        def torch_step():
+            loss = (torch.tanh(ta * tb + tc) * td).sum()
+            return torch.autograd.grad(loss, (ta, tb, tc, td))
+        table.add(case, "PyTorch eager", timer(torch_step))
+        compiled = torch.compile(torch_step)
+        compiled()
+        table.add(case, "torch.compile", timer(compiled))
+    return case
+
+
+def _mlp(table, device, timer, dtype):
+    batch = 8192 if device == "cuda" else 512
+    rng = np.random.default_rng(1)
+    dims = (784, 4096, 4096, 10)
+    x = lt.asarray(rng.standard_normal((batch, dims[0])).astype(dtype), device=device)
+    labels = lt.asarray(rng.integers(0, 10, batch), device=device)
+    layers = [lt.nn.Linear(i, o, dtype=dtype, device=device, rng=rng) for i, o in zip(dims, dims[1:])]
+    params = [p for layer in layers for p in layer.parameters()]
+    opt = lt.nn.SGD(params, lr=0.01)
+
+    def step():
+        h = x
+        for layer in layers[:-1]:
+            h = lt.relu(layer(h))
+        loss = lt.cross_entropy(layers[-1](h).astype(np.float32), labels)
+        opt.step(lt.grad(loss, params))
+
+    case = f"MLP 784-4096-4096-10 training step, batch {batch}, {np.dtype(dtype).name}"
+    table.add(case, "lazytensor", timer(step))
+    torch = _torch(device)
+    if torch is not None:
+        tdtype = torch.float16 if dtype == np.float16 else torch.float32
+        net = torch.nn.Sequential(torch.nn.Linear(784, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                                  torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda().to(tdtype)
+        topt = torch.optim.SGD(net.parameters(), lr=0.01)
+        tx = torch.from_dlpack(x.data)
+        tl = torch.from_dlpack(labels.data)
+
+        def torch_step():
+            topt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(net(tx).float(), tl)
+            loss.backward()
+            topt.step()
+        table.add(case, "PyTorch eager", timer(torch_step))
+        compiled = torch.compile(torch_step)
+        compiled()
+        table.add(case, "torch.compile", timer(compiled))
+
+
+def run_autodiff_bench(print_fn=print, device: str = "cpu") -> Table:
+    timer = _timer(device)
+    bw = _bandwidth(device)
+    peer = "NumPy (backward by hand)" if device == "cpu" else ("PyTorch eager" if _torch(device) else "lazytensor")
+    table = Table(f"lazytensor autodiff benchmark on {device}", peer)
+    table.notes.append(f"copy bandwidth measured in this run: {bw / 1e9:.1f} GB/s (read + write)")
+    _elementwise_gradients(table, device, timer, bw)
+    for dtype in (np.float32, np.float16):
+        _mlp(table, device, timer, dtype)
+    print_fn(table.render())
+    return table

@@ -1,0 +1,154 @@
+"""The fwd+bwd rows of `python -m lazytensor bench --suite cbr`: one CBR training step
+(relu(batch_norm(conv2d(x, w))) forward, then the fused backward: stage 1 drelu + dBN, wgrad, dgrad)
+against its peers and its floor, in the same run as the forward rows (lazytensor/bench/cbr.py).
+
+  lazytensor fused          the fused forward (out[...] = relu(batch_norm(conv2d(...)))), then stage 1
+                            (d(conv_out) evaluated; the dBN sums give dgamma and dbeta on the way) and
+                            lt.conv_grads (wgrad, then dgrad; two streams where that measured faster)
+  first layer               the same without dgrad (x is training data): faster by at least dgrad's time
+  dBN stage                 stage 1 alone, against its own floor: one read of dY, of the conv output and of
+                            the 1-bit mask, one write of d(conv_out)
+  PyTorch (CUDA)            channels_last, float16 under autocast, eager: torch.autograd.grad of the same
+                            conv -> batch_norm -> relu for x, w, gamma, beta with the same dY; and the
+                            same function through torch.compile (only where torch imports)
+  NumPy (CPU)               the unfused path: im2col + BLAS forward, NumPy drelu + dBN, per-tap BLAS
+                            dgrad and wgrad
+  floor                     the best fprop + dgrad + wgrad plans (each timed alone here) plus the passes
+                            no fusion avoids: the apply stage's read and write of the output, dBN's reads
+                            of dY and of the conv output, and the write of d(conv_out), at the streaming
+                            bandwidth measured in this run
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import lazytensor as lt
+
+
+class BackwardCase:
+    """A CbrCase (bench/cbr.py) with a fixed dY and the buffers of its backward."""
+
+    def __init__(self, case, seed=1):
+        self.case = case
+        rng = np.random.default_rng(seed)
+        shape = case.out.shape
+        self.dy = lt.asarray(rng.standard_normal(shape, dtype=np.float32).astype(case.dtype), device=case.device)
+        self.d_conv = lt.empty(shape, case.dtype, case.device)
+        self.dx = lt.empty(case.x.shape, case.dtype, case.device)
+        self.dw = lt.empty(case.w.shape, case.dtype, case.device)
+        self.attrs = lt.conv2d(case.x, case.w, padding=1).attrs
+
+    def stage1(self):
+        d_conv, _, _, _ = lt.cbr_bn_backward(self.dy, self.case.saved, self.case.gamma)
+        self.d_conv[...] = d_conv
+
+    def fwd_bwd(self, first_layer=False):
+        self.case.fused(True)
+        self.stage1()
+        if first_layer:
+            self.dw[...] = lt.conv2d_backward_filter(self.case.x, self.d_conv, self.case.w.shape, self.attrs)
+        else:
+            lt.conv_grads(self.d_conv, self.case.x, self.case.w, self.attrs)
+
+    def dgrad_alone(self):
+        self.dx[...] = lt.conv2d_backward_data(self.d_conv, self.case.w, self.case.x.shape, self.attrs)
+
+    def wgrad_alone(self):
+        self.dw[...] = lt.conv2d_backward_filter(self.case.x, self.d_conv, self.case.w.shape, self.attrs)
+
+
+def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
+    """The fwd+bwd, first-layer and dBN-stage rows of one shape. time_fn(fn) -> seconds per call;
+    t_conv: the best conv plan alone (or None); peers: (name, fn) pairs timed as rows of the fwd+bwd case."""
+    b = BackwardCase(case)
+    full, first, dbn = f"{label} train fwd+bwd", f"{label} first layer fwd+bwd", f"{label} dBN stage"
+    b.fwd_bwd()                             # plans, graphs and choices made; d_conv holds real values
+    t_dgrad = guarded(table, full, "dgrad alone (lazytensor, best plan)", lambda: time_fn(b.dgrad_alone))
+    t_wgrad = guarded(table, full, "wgrad alone (lazytensor, best plan)", lambda: time_fn(b.wgrad_alone))
+    out_bytes = case.out_bytes
+    passes = 5 * out_bytes / bw      # apply: read + write; dBN: read dY, read the conv output; write d(conv_out)
+    if None not in (t_conv, t_dgrad, t_wgrad):
+        table.floor(full, t_conv + t_dgrad + t_wgrad + passes,
+                    "best fprop + dgrad + wgrad plans + apply read/write + dBN reads of dY and the conv output "
+                    "+ the write of d(conv_out)")
+        table.floor(first, t_conv + t_wgrad + passes, "as fwd+bwd, without dgrad")
+    t_full = guarded(table, full, "lazytensor fused", lambda: time_fn(b.fwd_bwd))
+    t_first = guarded(table, first, "lazytensor fused, no dgrad", lambda: time_fn(lambda: b.fwd_bwd(True)))
+    if None not in (t_full, t_first, t_dgrad):
+        table.notes.append(f"{label}: first layer saves {(t_full - t_first) * 1e3:.3f} ms against a dgrad of "
+                           f"{t_dgrad * 1e3:.3f} ms")
+    for name, fn in peers:
+        guarded(table, full, name, lambda fn=fn: time_fn(fn(b)))
+    n_el = case.out.data.size
+    table.floor(dbn, (3 * out_bytes + n_el / 8) / bw, "1 read of dY, of the conv output and of the mask + "
+                                                       "1 write of d(conv_out)")
+    guarded(table, dbn, "lazytensor stage 1 (drelu + dBN)", lambda: time_fn(b.stage1))
+    d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
+    text = lt.explain(d_conv, source=False)
+    choice = [line.strip() for line in str(text).splitlines() if "stage 1:" in line]
+    if choice:
+        table.notes.append(f"{label}: backward {choice[0]}")
+    return b
+
+
+# -- peers ---------------------------------------------------------------------------------------
+
+def torch_peers(torch, case):
+    """(name, make) pairs: make(backward_case) -> a callable running one fwd+bwd in PyTorch."""
+    import torch.nn.functional as F
+    x = torch.from_dlpack(case.x.data).permute(0, 3, 1, 2).detach().requires_grad_(True)
+    w = torch.from_dlpack(case.w.data).permute(0, 3, 1, 2).detach().requires_grad_(True)
+    gamma = torch.from_dlpack(case.gamma.data).clone().requires_grad_(True)
+    beta = torch.from_dlpack(case.beta.data).clone().requires_grad_(True)
+    k = w.shape[0]
+    rm = torch.zeros(k, device=x.device)
+    rv = torch.ones(k, device=x.device)
+
+    def forward(x, w, gamma, beta):
+        y = F.conv2d(x, w, padding=1)
+        return F.relu(F.batch_norm(y, rm, rv, gamma, beta, training=True, momentum=0.1, eps=1e-5))
+
+    def make(fn):
+        def build(b):
+            dy = torch.from_dlpack(b.dy.data).permute(0, 3, 1, 2)
+
+            def step():
+                with torch.autocast("cuda", dtype=torch.float16):
+                    y = fn(x, w, gamma, beta)
+                return torch.autograd.grad(y, (x, w, gamma, beta), dy if dy.dtype == y.dtype else dy.to(y.dtype))
+            return step
+        return build
+
+    peers = [("PyTorch", make(forward))]
+    try:
+        compiled = torch.compile(forward)
+        peers.append(("PyTorch torch.compile", make(compiled)))
+    except Exception:  # noqa: BLE001 - no compile peer where torch.compile is unavailable
+        pass
+    return peers
+
+
+def numpy_peer(case):
+    """The unfused fwd+bwd in NumPy (float32): the CPU table's baseline."""
+    from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, conv2d_nhwc
+    x, w = case.x_host, case.w_host
+    gamma, beta = case.gamma.numpy(), case.beta.numpy()
+
+    def build(b):
+        dy = b.dy.numpy()
+
+        def step():
+            y = conv2d_nhwc(x, w, 1, 1, 1)
+            mean, var = y.mean(axis=(0, 1, 2)), y.var(axis=(0, 1, 2))
+            inv = 1.0 / np.sqrt(var + 1e-5)
+            x_hat = (y - mean) * inv
+            out = np.maximum(x_hat * gamma + beta, 0)
+            g = np.where(out > 0, dy, 0)
+            n = y.size // y.shape[-1]
+            dbeta, dgamma = g.sum(axis=(0, 1, 2)), (g * x_hat).sum(axis=(0, 1, 2))
+            d_conv = (gamma * inv) * (g - dbeta / n - x_hat * (dgamma / n))
+            d_conv = d_conv.astype(np.float32)
+            return (conv2d_backward_data_nhwc(d_conv, w, x.shape, 1, 1, 1),
+                    conv2d_backward_filter_nhwc(x, d_conv, w.shape, 1, 1, 1), dgamma, dbeta)
+        return step
+    return [("NumPy", build)]

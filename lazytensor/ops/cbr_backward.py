@@ -1,0 +1,90 @@
+"""The fused CBR backward, stage 1: drelu + dBN over a training forward's saved results.
+
+    cbr_bn_backward(dy, saved, gamma, relu=True, residual=False)
+        -> (d_conv_out, dgamma, dbeta, d_skip or None)
+
+for y = relu(batch_norm(conv_out) [+ skip]) (relu=False: y = batch_norm(conv_out)). It reads dY, the
+1-bit ReLU mask the forward's last kernel wrote (BatchNormSaved.relu_mask: bit-packed, little-endian,
+over y's NHWC-flattened elements), the conv output the forward kept (BatchNormSaved.conv_out: read,
+not recomputed) and the saved mean and inv_var. Two heavy nodes, planned by
+lazytensor.plan.cbr_backward_plan:
+  cbr_dbn_sums  (K, 2) float32: [sum(dY'), sum(dY' * x_hat)] per channel, dY' = dY * mask, as ONE
+                reduction kernel that reads dY, the mask bits and the conv output once;
+  cbr_dbn_dx    d(conv_out) = gamma * inv_var * (dY' - dbeta / n - x_hat * dgamma / n), ONE kernel;
+and, in the residual form, cbr_drelu: d(skip) = dY * mask, one kernel. dY * mask is never written
+to memory: each kernel reads the mask bits itself. dbeta and dgamma are columns 0 and 1 of the sums.
+The saved arrays become the nodes' operands when the backward is built, so the backward reads the
+forward it was built after, whatever runs later; a forward that never ran raises here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lazytensor.core.expr import Expr
+from lazytensor.ops.conv_bn import BatchNormSaved, _tensor_operand
+
+
+_CONSTANTS: dict = {}   # (device, what) -> a small constant Tensor the stage-1 kernels read
+
+
+def _constant(device, what):
+    """bits: [1, 2, 4, ..., 128] (uint8): a kernel reads bit b of mask byte j as mask[j] & bits[b].
+    lanes: [False, True]: the two lanes of the dBN sums (sum dY', sum dY' * x_hat).
+    Operands of the nodes, not arrays made by the plan, so that a plan recipe rebinds them as inputs."""
+    t = _CONSTANTS.get((device, what))
+    if t is None:
+        from lazytensor.core.tensor import asarray
+        value = np.array([1 << b for b in range(8)], np.uint8) if what == "bits" else np.array([False, True])
+        t = _CONSTANTS[(device, what)] = asarray(value, device=device)
+    return t
+
+
+@dataclass(frozen=True)
+class CbrBackwardAttrs:
+    relu: bool          # dY' = dY * mask (else dY' = dY)
+    count: int          # values per channel: N * P * Q
+
+
+def _checked_dy(dy, conv_out, what):
+    dy = _tensor_operand(dy, "dy", conv_out.device)
+    if tuple(dy.shape) != tuple(conv_out.shape):
+        raise ValueError(f"{what}: dy has shape {tuple(dy.shape)}, but the forward's output has shape "
+                         f"{tuple(conv_out.shape)}; dy must be the gradient of that output")
+    if dy.device != conv_out.device:
+        raise ValueError(f"{what}: dy is on {dy.device!r} but the forward ran on {conv_out.device!r}")
+    if dy.dtype != conv_out.dtype:
+        dy = dy.astype(conv_out.dtype)
+    return dy
+
+
+def cbr_bn_backward(dy, saved: BatchNormSaved, gamma, relu: bool = True, residual: bool = False):
+    """Stage 1 of the CBR backward (see the module doc): (d_conv_out, dgamma, dbeta, d_skip)."""
+    what = "cbr_bn_backward"
+    if not isinstance(saved, BatchNormSaved):
+        raise TypeError(f"{what}: saved must be the forward batch_norm's BatchNormSaved; got {type(saved).__name__}")
+    if residual and not relu:
+        raise ValueError(f"{what}: residual=True is the form relu(batch_norm(...) + skip); it needs relu=True")
+    found = saved.forward_results(relu, what)
+    conv_out = found["conv_out"]
+    dy = _checked_dy(dy, conv_out, what)
+    gamma = _tensor_operand(gamma, "gamma", conv_out.device)
+    k = conv_out.shape[-1]
+    if tuple(gamma.shape) != (k,):
+        raise ValueError(f"{what}: gamma must have shape ({k},), one value per channel; got {tuple(gamma.shape)}")
+    count = 1
+    for d in conv_out.shape[:-1]:
+        count *= d
+    attrs = CbrBackwardAttrs(bool(relu), count)
+    mask = (found["relu_mask"], _constant(conv_out.device, "bits")) if relu else ()
+    stats = (found["saved_mean"], found["saved_inv_var"])
+    f32 = np.dtype(np.float32)
+    sums = Expr("cbr_dbn_sums", (dy, conv_out, *stats, _constant(conv_out.device, "lanes"), *mask), (k, 2), f32, conv_out.device, heavy=True,
+                attrs=attrs)
+    d_conv = Expr("cbr_dbn_dx", (dy, conv_out, *stats, gamma.astype(f32), sums, *mask), tuple(conv_out.shape),
+                  conv_out.dtype, conv_out.device, heavy=True, attrs=attrs)
+    d_skip = None
+    if residual:
+        d_skip = Expr("cbr_drelu", (dy, *mask), tuple(dy.shape), dy.dtype, dy.device, heavy=True, attrs=attrs)
+    return d_conv, sums[:, 1], sums[:, 0], d_skip

@@ -1,0 +1,129 @@
+"""Gathers whose result shape or positions come from data: nonzero, single-argument where, take,
+take_along_axis. They evaluate their operands (on CUDA, nonzero's result size needs a host sync)
+and gather with the device's array library into new tensors."""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.core.tensor import Tensor
+from lazytensor.ops.device_arrays import array_module, evaluated
+
+
+def nonzero(x) -> tuple:
+    """np.nonzero: one int64 tensor of indices per axis, where x is nonzero (true)."""
+    t = evaluated(x)
+    if t.ndim == 0:
+        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead.")
+    xp = array_module(t.device)
+    return tuple(Tensor(i.astype(np.int64, copy=False), t.device) for i in xp.nonzero(t.data))
+
+
+def take(x, indices, axis=None) -> Tensor:
+    """np.take: the elements at `indices` along `axis` (None: of the flattened x)."""
+    t = evaluated(x)
+    xp = array_module(t.device)
+    idx = _indices(indices, t.device, xp)
+    n = t.size if axis is None else t.shape[axis]
+    _check_bounds(idx, n, xp)
+    return Tensor(xp.take(t.data, idx, axis=axis), t.device)
+
+
+def take_along_axis(x, indices, axis) -> Tensor:
+    """np.take_along_axis: x's elements at `indices` (of x's rank) along `axis`."""
+    t = evaluated(x)
+    xp = array_module(t.device)
+    idx = _indices(indices, t.device, xp)
+    _check_bounds(idx, t.size if axis is None else t.shape[axis], xp)
+    return Tensor(xp.take_along_axis(t.data, idx, axis=axis), t.device)
+
+
+def _indices(indices, device, xp):
+    if isinstance(indices, (int, np.integer, list, tuple, np.ndarray)) and device == "cpu":
+        idx = np.asarray(indices)
+    elif isinstance(indices, (int, np.integer, list, tuple, np.ndarray)):
+        idx = xp.asarray(indices)
+    else:
+        it = evaluated(indices)
+        if it.device != device:
+            raise ValueError(f"indices on {it.device!r} for a tensor on {device!r}: move one with lt.asarray(x, device=...)")
+        idx = it.data
+    if idx.dtype.kind not in "iu":
+        raise IndexError(f"indices must be integers, got {idx.dtype.name}")
+    return idx
+
+
+def _check_bounds(idx, n, xp):
+    """NumPy raises for an index out of range; CuPy would wrap it, so check (a host sync on CUDA)."""
+    if idx.size and (int(idx.max()) >= n or int(idx.min()) < -n):
+        raise IndexError(f"index {int(idx.max()) if int(idx.max()) >= n else int(idx.min())} is out of bounds "
+                         f"for axis with size {n}")
+
+
+# -- fancy and boolean indexing: a[idx], a[mask], y[mask] = v, y[idx] = v --------------------------------
+
+def is_advanced(key) -> bool:
+    """Whether an index holds an index array or a mask (NumPy's advanced indexing)."""
+    from lazytensor.core.operand import Operand
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, (Operand, np.ndarray, list)) or isinstance(k, (bool, np.bool_)) for k in items)
+
+
+def _device_key(key, device, xp):
+    """The index with tensors, arrays and lists as arrays of the device (tensors evaluated)."""
+    from lazytensor.core.operand import Operand
+    items = key if isinstance(key, tuple) else (key,)
+    out = []
+    for k in items:
+        if isinstance(k, Operand):
+            it = evaluated(k)
+            if it.device != device:
+                raise ValueError(f"an index on {it.device!r} for a tensor on {device!r}: move one with "
+                                 f"lt.asarray(x, device=...)")
+            k = it.data
+        elif isinstance(k, (np.ndarray, list)):
+            k = np.asarray(k) if device == "cpu" else xp.asarray(np.asarray(k))
+        if hasattr(k, "dtype") and k.dtype.kind not in "biu":
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        out.append(k)
+    return tuple(out)
+
+
+def getitem(x, key) -> Tensor:
+    """a[idx], a[mask]: a gather into a new tensor, as NumPy's advanced indexing (a copy). x and
+    the index are evaluated; a mask's result size depends on its data (a host sync on CUDA)."""
+    t = evaluated(x)
+    xp = array_module(t.device)
+    return Tensor(xp.ascontiguousarray(t.data[_device_key(key, t.device, xp)]), t.device)
+
+
+def setitem(dest, key, value) -> None:
+    """y[mask] = v, y[idx] = v. A mask of y's shape with a scalar value is ONE fused kernel,
+    y[...] = where(mask, v, y) (so is `y[mask] += s`'s write); other values are evaluated and
+    scattered by the device's array library. Casting is the 'same_kind' rule of every assignment."""
+    from lazytensor.core import dtypes as _dt
+    from lazytensor.core.operand import Operand
+    from lazytensor.ops.elementwise import where
+    from lazytensor.plan.evaluate import assign
+    mask = key if not isinstance(key, tuple) else (key[0] if len(key) == 1 else None)
+    is_mask = isinstance(mask, (Operand, np.ndarray)) and mask.dtype == np.dtype(bool) and mask.shape == dest.shape
+    scalar = not isinstance(value, (Operand, np.ndarray, list, tuple)) or getattr(value, "shape", None) == ()
+    if is_mask and scalar:
+        assign(dest, where(mask, value, dest))
+        return
+    if not getattr(getattr(dest.data, "flags", None), "writeable", True):
+        raise ValueError("assignment destination is read-only")
+    xp = array_module(dest.device)
+    k = _device_key(key, dest.device, xp)
+    if isinstance(value, Operand):
+        v = evaluated(value)
+        if v.device != dest.device:
+            raise ValueError(f"cannot assign an expression on {v.device!r} to a tensor on {dest.device!r}")
+        _dt.check_cast(v.dtype, dest.dtype)
+        data = v.data
+    else:
+        data = np.asarray(value)
+        if data.ndim or not isinstance(value, (int, float, bool)):
+            _dt.check_cast(data.dtype, dest.dtype)
+        if dest.device == "cuda":
+            data = xp.asarray(data)
+    dest.data[k] = data

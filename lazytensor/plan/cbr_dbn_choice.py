@@ -1,0 +1,73 @@
+"""CBR backward stage 1 on CUDA, chosen by measurement per shape, as the forward's stage 1
+(lazytensor.plan.cbr_stage1): lazytensor's own kernels (the dBN sums reduction, then the
+d(conv_out) kernel, each reading the 1-bit mask) or one cuDNN graph (the mask as BOOLEAN scaling dY,
+feeding batchnorm_backward: cbr/cudnn_dbn.py). The choice is timed once per (GPU, shape) with CUDA
+events around short bursts, kept in memory and in the disk cache; LAZYTENSOR_CBR_TUNE=0 takes the
+own kernels without timing (they take every shape, and one read + one write of the output costs
+less than the graph measured on the H200, ../shared/gpu/README.md). Explain shows the choice and
+the times.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from lazytensor.kernels.cache import cache_dir
+
+OWN = "own kernels: dBN sums reduction + d(conv_out) kernel"
+CUDNN = "cuDNN dbn_relu graph (BOOLEAN mask scaling dY, batchnorm_backward)"
+_choices: dict = {}
+
+
+def _disk_path():
+    return cache_dir() / "cbr_dbn.json"
+
+
+def _load_disk() -> dict:
+    try:
+        return json.loads(_disk_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_disk(key: str, value) -> None:
+    table = _load_disk()
+    table[key] = value
+    path = _disk_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(table, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass            # the choice stays in memory
+
+
+def choose_dbn(shape, device_id: int, run_own, run_graph):
+    """-> (OWN or CUDNN, a note with the measured times or why none were taken). run_own and run_graph
+    enqueue one stage 1 each on the current stream; run_graph may raise CudnnGraphRejected."""
+    from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+    from lazytensor.kernels.cuda_timing import burst_ms
+    from lazytensor.plan.cbr_stage1 import _device_name
+    key = f"{_device_name(device_id)}|{tuple(shape)}"
+    hit = _choices.get(key)
+    if hit is not None:
+        return hit
+    disk = _load_disk().get(key)
+    if disk is not None:
+        hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
+        return hit
+    if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
+        hit = _choices[key] = (OWN, "LAZYTENSOR_CBR_TUNE=0: not timed")
+        return hit
+    t_own = burst_ms(run_own, bursts=3, burst=5, warmup=1)
+    try:
+        t_graph = burst_ms(run_graph, bursts=3, burst=5, warmup=1)
+    except CudnnGraphRejected as e:
+        hit = _choices[key] = (OWN, f"cuDNN rejected the dbn_relu graph: {e.reason}; own kernels {t_own:.3f} ms")
+        return hit
+    choice = CUDNN if t_graph < t_own else OWN
+    note = f"measured: own kernels {t_own:.3f} ms, cuDNN dbn_relu graph {t_graph:.3f} ms"
+    _choices[key] = (choice, note)
+    _save_disk(key, [choice, note])
+    return choice, note
