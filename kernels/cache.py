@@ -15,6 +15,7 @@ they live. Every entry on disk obeys three rules, here:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import warnings
@@ -162,6 +163,49 @@ def read_sealed(path) -> bytes | None:
 
 def write_sealed(path, data: bytes) -> bool:
     return write_atomically(path, seal(data))
+
+
+class ChoicesFile:
+    """A small JSON table in the cache folder, key -> a measured choice (the CBR stage-1, dBN and
+    backward-stream choices): read whole and checked by `valid` (a value that fails it, or a file
+    that is not a JSON object, is a damaged entry: one CacheWarning, deleted, measured again);
+    written whole under a temporary name and renamed into place. Two processes adding a choice at
+    once may drop one of them: it is measured again, never wrong."""
+
+    def __init__(self, name: str, valid):
+        self.name, self.valid = name, valid
+
+    def load(self) -> dict:
+        folder = cache_folder()
+        if folder is None:
+            return {}
+        path = folder / self.name
+        try:
+            text = path.read_bytes()
+        except OSError:
+            return {}
+        try:
+            table = json.loads(text)
+            if not isinstance(table, dict):
+                raise ValueError(f"it holds a {type(table).__name__}, not an object")
+            for key, value in table.items():
+                if not self.valid(value):
+                    raise ValueError(f"its entry for {key} is {value!r}")
+        except ValueError as e:     # JSONDecodeError and UnicodeDecodeError included
+            report_damaged(path, str(e)[:200])
+            return {}
+        return table
+
+    def get(self, key):
+        return self.load().get(key)
+
+    def put(self, key: str, value) -> None:
+        folder = cache_folder()
+        if folder is None:
+            return
+        table = self.load()
+        table[key] = value
+        write_atomically(folder / self.name, json.dumps(table, indent=1))
 
 
 class KernelCache:

@@ -187,33 +187,40 @@ def test_fixed_numba_kernels_have_checked_caches():
         assert isinstance(kernel._cache, CheckedFunctionCache), kernel
 
 
-# -- the CBR stage-1 choices (a JSON file in the cache folder) ------------------------------------------
+# -- the measured choices of the CBR path (small JSON files in the cache folder) -------------------------
+
+def _choice_files():
+    from lazytensor.plan import cbr_dbn_choice, cbr_stage1, conv_grads
+
+    return {"cbr_stage1.json": (cbr_stage1._DISK, [cbr_stage1.GENSTATS, "measured: a"], [cbr_stage1.REDUCTION, "b"]),
+            "cbr_dbn.json": (cbr_dbn_choice._DISK, [cbr_dbn_choice.OWN, "measured: a"], [cbr_dbn_choice.CUDNN, "b"]),
+            "cbr_conv_grads.json": (conv_grads._DISK, [True, "measured: a"], [False, "b"])}
+
 
 @pytest.mark.parametrize("how", ["truncated", "emptied", "random bytes", "not a table"])
-def test_a_damaged_stage1_choices_file(tmp_path, monkeypatch, how):
-    from lazytensor.plan import cbr_stage1
-
+@pytest.mark.parametrize("name", ["cbr_stage1.json", "cbr_dbn.json", "cbr_conv_grads.json"])
+def test_a_damaged_choices_file(tmp_path, monkeypatch, name, how):
+    disk, a, b = _choice_files()[name]
     monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
-    cbr_stage1._save_disk("gpu|shape a", [cbr_stage1.GENSTATS, "measured: a"])
-    cbr_stage1._save_disk("gpu|shape b", [cbr_stage1.REDUCTION, "measured: b"])
-    path = tmp_path / "cbr_stage1.json"
-    assert cbr_stage1._load_disk() == {"gpu|shape a": [cbr_stage1.GENSTATS, "measured: a"],
-                                       "gpu|shape b": [cbr_stage1.REDUCTION, "measured: b"]}
+    disk.put("gpu|shape a", a)
+    disk.put("gpu|shape b", b)
+    path = tmp_path / name
+    assert disk.load() == {"gpu|shape a": a, "gpu|shape b": b}
     if how == "not a table":
         path.write_text(json.dumps({"gpu|shape a": ["something else", 3]}))
     else:
         _damage(path, how)
     with pytest.warns(CacheWarning) as record:
-        assert cbr_stage1._load_disk() == {}
+        assert disk.get("gpu|shape a") is None
     assert len(record) == 1 and str(path) in str(record[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cbr_stage1._save_disk("gpu|shape c", [cbr_stage1.GENSTATS, "measured: c"])     # measured again
-        assert cbr_stage1._load_disk() == {"gpu|shape c": [cbr_stage1.GENSTATS, "measured: c"]}
-    assert [p.name for p in tmp_path.iterdir()] == ["cbr_stage1.json"]                 # no temporary left
+        disk.put("gpu|shape c", a)                                  # measured again
+        assert disk.load() == {"gpu|shape c": a}
+    assert [p.name for p in tmp_path.iterdir()] == [name]           # no temporary left
 
 
-def test_stage1_choices_in_an_unusable_folder(tmp_path, monkeypatch):
+def test_choices_in_an_unusable_folder(tmp_path, monkeypatch):
     from lazytensor.plan import cbr_stage1
 
     blocker = tmp_path / "file"
@@ -222,6 +229,9 @@ def test_stage1_choices_in_an_unusable_folder(tmp_path, monkeypatch):
     with pytest.warns(CacheWarning, match="is a file, not a folder"):
         cbr_stage1._save_disk("gpu|shape", [cbr_stage1.GENSTATS, "measured"])
     assert cbr_stage1._load_disk() == {}
+    for disk, a, _ in _choice_files().values():
+        disk.put("gpu|shape", a)
+        assert disk.load() == {}
 
 
 # -- experience tables: unreadable files and entries, winners that do not build ----------------------------

@@ -9,38 +9,28 @@ the times.
 """
 from __future__ import annotations
 
-import json
 import os
 
-from lazytensor.kernels.cache import cache_dir
+from lazytensor.kernels.cache import ChoicesFile
 
 OWN = "own kernels: dBN sums reduction + d(conv_out) kernel"
 CUDNN = "cuDNN dbn_relu graph (BOOLEAN mask scaling dY, batchnorm_backward)"
 _choices: dict = {}
 
 
-def _disk_path():
-    return cache_dir() / "cbr_dbn.json"
+def _valid(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and value[0] in (OWN, CUDNN) and isinstance(value[1], str)
+
+
+_DISK = ChoicesFile("cbr_dbn.json", _valid)     # checked when read, written atomically (kernels/cache.py)
 
 
 def _load_disk() -> dict:
-    try:
-        return json.loads(_disk_path().read_text())
-    except (OSError, ValueError):
-        return {}
+    return _DISK.load()
 
 
 def _save_disk(key: str, value) -> None:
-    table = _load_disk()
-    table[key] = value
-    path = _disk_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table, indent=1))
-        tmp.replace(path)
-    except OSError:
-        pass            # the choice stays in memory
+    _DISK.put(key, value)
 
 
 def choose_dbn(shape, device_id: int, run_own, run_graph):

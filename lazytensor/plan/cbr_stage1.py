@@ -9,13 +9,12 @@ once and measured again); LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without ti
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.kernels.cache import cache_folder, report_damaged, write_atomically
+from lazytensor.kernels.cache import ChoicesFile
 from lazytensor.kernels.cuda_timing import burst_ms
 from lazytensor.kernels.program import Reduction
 from lazytensor.plan.lower import lower
@@ -36,46 +35,22 @@ def statistics_step(backend, y, device):
                           note="per-channel mean and variance in one read of the conv output"), stats
 
 
-_DISK_NAME = "cbr_stage1.json"
-
-
-def _load_disk() -> dict:
-    """The choices kept in the disk cache; {} when there are none, or when the file is damaged (then
-    reported by one CacheWarning naming it, and deleted: the shapes are measured again)."""
-    folder = cache_folder()
-    if folder is None:
-        return {}
-    path = folder / _DISK_NAME
-    try:
-        text = path.read_bytes()
-    except OSError:
-        return {}
-    try:
-        table = json.loads(text)
-        if not isinstance(table, dict):
-            raise ValueError(f"it holds a {type(table).__name__}, not an object")
-        for key, value in table.items():
-            if not _valid(value):
-                raise ValueError(f"its entry for {key} is {value!r}")
-    except ValueError as e:     # JSONDecodeError and UnicodeDecodeError included
-        report_damaged(path, str(e)[:200])
-        return {}
-    return table
-
-
 def _valid(value) -> bool:
     return (isinstance(value, list) and len(value) == 2 and value[0] in (GENSTATS, REDUCTION)
             and isinstance(value[1], str))
 
 
+_DISK = ChoicesFile("cbr_stage1.json", _valid)
+
+
+def _load_disk() -> dict:
+    """The choices kept in the disk cache; {} when there are none, or when the file is damaged (then
+    reported by one CacheWarning naming it, and deleted: the shapes are measured again)."""
+    return _DISK.load()
+
+
 def _save_disk(key: str, value) -> None:
-    """Add one choice to the file (written whole under a temporary name, then renamed into place)."""
-    folder = cache_folder()
-    if folder is None:
-        return
-    table = _load_disk()
-    table[key] = value
-    write_atomically(folder / _DISK_NAME, json.dumps(table, indent=1))
+    _DISK.put(key, value)
 
 
 @functools.lru_cache(maxsize=None)

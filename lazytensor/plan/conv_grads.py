@@ -16,12 +16,11 @@ when dX takes X's memory (dgrad would wait for wgrad anyway).
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
-from lazytensor.kernels.cache import cache_dir
+from lazytensor.kernels.cache import ChoicesFile
 from lazytensor.plan.cbr_plan import _contiguous
 from lazytensor.plan.conv_backward_plan import ConvBackwardStep, backward_path
 from lazytensor.plan.planner import cutter
@@ -86,8 +85,11 @@ def _key(x, w, attrs) -> str:
     return f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
 
 
-def _disk_path():
-    return cache_dir() / "cbr_conv_grads.json"
+def _valid(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and isinstance(value[0], bool) and isinstance(value[1], str)
+
+
+_DISK = ChoicesFile("cbr_conv_grads.json", _valid)     # checked when read, written atomically (kernels/cache.py)
 
 
 def _choose_streams(step, x, w, attrs):
@@ -95,10 +97,7 @@ def _choose_streams(step, x, w, attrs):
     key = _key(x, w, attrs)
     hit = _choices.get(key)
     if hit is None:
-        try:
-            disk = json.loads(_disk_path().read_text()).get(key)
-        except (OSError, ValueError):
-            disk = None
+        disk = _DISK.get(key)
         if disk is not None:
             hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
     if hit is not None:
@@ -116,16 +115,7 @@ def _choose_streams(step, x, w, attrs):
     two = burst_ms(functools.partial(WgradThenDgrad.run, step), bursts=3, burst=5, warmup=1)
     step.side = step.events = None
     hit = _choices[key] = (two < one, f"measured: one stream {one:.3f} ms, two streams {two:.3f} ms")
-    try:
-        path = _disk_path()
-        table = json.loads(path.read_text()) if path.exists() else {}
-        table[key] = list(hit)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table, indent=1))
-        tmp.replace(path)
-    except (OSError, ValueError):
-        pass
+    _DISK.put(key, list(hit))
     return hit
 
 
