@@ -269,9 +269,9 @@ def test_bad_input(pairs, error, message):
 
 
 def test_bad_pairs_name_their_position():
-    a, b = lt.zeros((3,)), lt.zeros((4,))
+    a, b = lt.zeros((3,), np.float32), lt.zeros((4,), np.float32)
     with pytest.raises(ValueError, match=r"pair 1: cannot assign an expression of shape \(4,\)"):
-        lt.assign([(a, a + 1), (lt.zeros(3), b)])
+        lt.assign([(a, a + 1), (lt.zeros(3, np.float32), b)])
     with pytest.raises(TypeError, match="pair 1: cannot assign float32 to int32"):
         lt.assign([(a, a + 1), (lt.zeros(4, np.int32), b)])
 
@@ -280,7 +280,7 @@ def test_bad_pairs_name_their_position():
 
 def _cbr(x, w, c, saved):
     gamma, beta = lt.asarray(np.linspace(0.5, 1.5, c, dtype=np.float32)), lt.asarray(np.zeros(c, np.float32))
-    rm, rv = lt.zeros((c,)), lt.ones((c,))
+    rm, rv = lt.zeros((c,), np.float32), lt.ones((c,), np.float32)
     y = lt.relu(lt.batch_norm(lt.conv2d(x, w, stride=1, padding=1), gamma, beta, rm, rv, training=True,
                               momentum=0.1, eps=1e-5, saved=saved))
     return y, rm, rv

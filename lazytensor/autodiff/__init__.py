@@ -3,7 +3,7 @@
 Importing the package registers every rules_*.py module's rules in lazytensor.autodiff.rules.GRADIENTS,
 and the fused backward patterns (patterns_*.py) in lazytensor.autodiff.patterns.BACKWARD_PATTERNS.
 """
-from lazytensor.autodiff import rules, rules_reductions, rules_views  # noqa: F401  (register their rules)
+from lazytensor.autodiff import rules, rules_math, rules_reductions, rules_views  # noqa: F401  (register their rules)
 from lazytensor.autodiff import rules_conv_bn  # noqa: F401  (conv2d, batch_norm and the backward convolutions)
 from lazytensor.autodiff import rules_nn  # noqa: F401  (matmul and pooling)
 from lazytensor.autodiff import patterns_cbr  # noqa: F401  (the fused CBR backward)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lazytensor.core.expr import as_computed
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
 
@@ -94,6 +95,7 @@ def avg_pool2d(x, kernel, stride=None, padding=0):
 def pool_backward(node, g):
     """The gradient with respect to the pooled input of `node` (a max_pool2d or avg_pool2d node),
     given `g`, the gradient of its output: a heavy node of the input's shape."""
+    node = as_computed(node)        # an evaluated node: as it was computed
     a = node.attrs
     g = _tensor.as_node(g)
     if tuple(g.shape) != tuple(node.shape):

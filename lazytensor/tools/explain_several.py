@@ -5,14 +5,14 @@ from __future__ import annotations
 from lazytensor.core.render_tree import render_tree
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.plan.several import plan_several
-from lazytensor.plan.simultaneous import checked_pairs
+from lazytensor.plan.simultaneous import checked_pairs, settled
 
 
 def explain_several(items, source: bool, explain_one, explanation_type):
     # lt.evaluate hands a Tensor back as it is, with no step: only expressions get a destination
     pairs = [item if isinstance(item, (tuple, list)) else (empty(item.shape, item.dtype, item.device), item)
              for item in items if isinstance(item, (tuple, list)) or not isinstance(item, Tensor)]
-    pairs = checked_pairs(pairs, "explain")
+    pairs = [(dest, settled(node)) for dest, node in checked_pairs(pairs, "explain")]
     if len(pairs) == 1:       # one result is planned as `dst[...] = e`
         return explain_one(pairs[0][1], out=pairs[0][0], source=source)
     lines = [f"{len(pairs)} results at once: every read happens before any write"]
