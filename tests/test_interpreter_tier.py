@@ -169,3 +169,9 @@ def test_several_outputs_from_the_interpreter(interpreter_only):
     np.testing.assert_array_equal(s.numpy(), an + bn)
     np.testing.assert_array_equal(d.numpy(), an - bn)
     np.testing.assert_array_equal(m.numpy(), np.maximum(an, bn) * 2)
+
+
+def test_importing_lazytensor_imports_neither_numba_nor_cupy():
+    code = "import sys, lazytensor; print(sorted(m for m in ('numba', 'cupy') if m in sys.modules))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr

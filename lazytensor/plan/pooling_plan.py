@@ -6,7 +6,7 @@ operand is copied to a dense one there (explain shows the copy)."""
 from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.kernels import launch_log, pool_cpu, pool_cuda
+from lazytensor.kernels import launch_log, pool_cuda
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
 
 
@@ -22,9 +22,9 @@ class PoolStep:
         a = self.attrs
         if self.backend.name == "cpu":
             if self.direction == "forward":
-                pool_cpu.pool_forward(a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
+                _pool_cpu().pool_forward(a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
             else:
-                pool_cpu.pool_backward(a.kind, self.x, self.g, a.kernel, a.stride, a.padding, self.out)
+                _pool_cpu().pool_backward(a.kind, self.x, self.g, a.kernel, a.stride, a.padding, self.out)
         else:
             compiler = self.backend.compiler
             if self.direction == "forward":
@@ -100,3 +100,9 @@ def _build_pool_backward(node, backend, cut, out):
 HEAVY["max_pool2d"] = HEAVY["avg_pool2d"] = _build_pool
 HEAVY["max_pool2d_backward"] = HEAVY["avg_pool2d_backward"] = _build_pool_backward
 ROOT_WRITERS.update(("max_pool2d", "avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward"))
+
+
+def _pool_cpu():
+    """The numba pooling kernels, imported on first use: importing lazytensor does not import numba."""
+    from lazytensor.kernels import pool_cpu
+    return pool_cpu
