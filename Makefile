@@ -21,7 +21,7 @@ demo: $(VENV)/.installed-base
 	$(PY) -m lazytensor demo
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"    # long hunts: pytest -m slow
 
 bench: $(VENV)/.installed-test
 	$(PY) -m lazytensor bench
