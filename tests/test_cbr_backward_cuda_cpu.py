@@ -139,7 +139,7 @@ def fake_gpu_timing(monkeypatch, tmp_path):
     monkeypatch.delenv("LAZYTENSOR_CBR_TUNE", raising=False)
     monkeypatch.setattr(cbr_stage1, "_device_name", lambda device_id: "FakeGPU")
     monkeypatch.setattr(cuda_timing, "burst_ms", lambda fn, **kw: fn())
-    monkeypatch.setattr(cbr_dbn_choice, "_choices", {})
+    monkeypatch.setattr(cbr_dbn_choice._CHOICES, "memory", {})
     return cbr_dbn_choice
 
 
@@ -157,7 +157,7 @@ def test_the_dbn_choice_is_measured_once_and_kept(fake_gpu_timing):
     choice, note = c.choose_dbn((2, 4, 4, 8), 0, own, graph)
     assert choice == c.CUDNN and "own kernels 0.200 ms" in note and "0.100 ms" in note
     assert c.choose_dbn((2, 4, 4, 8), 0, own, graph) == (choice, note) and calls == ["own", "graph"]
-    c._choices.clear()                                  # a new process: from the disk cache, not timed
+    c._CHOICES.memory.clear()                           # a new process: from the disk cache, not timed
     choice2, note2 = c.choose_dbn((2, 4, 4, 8), 0, own, graph)
     assert choice2 == c.CUDNN and note2.endswith("from the disk cache") and calls == ["own", "graph"]
     assert c.choose_dbn((2, 4, 4, 16), 0, lambda: 0.1, lambda: 0.3)[0] == c.OWN

@@ -227,8 +227,8 @@ def test_choices_in_an_unusable_folder(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(blocker / "cache"))
     with pytest.warns(CacheWarning, match="is a file, not a folder"):
-        cbr_stage1._save_disk("gpu|shape", [cbr_stage1.GENSTATS, "measured"])
-    assert cbr_stage1._load_disk() == {}
+        cbr_stage1._DISK.put("gpu|shape", [cbr_stage1.GENSTATS, "measured"])
+    assert cbr_stage1._DISK.load() == {}
     for disk, a, _ in _choice_files().values():
         disk.put("gpu|shape", a)
         assert disk.load() == {}

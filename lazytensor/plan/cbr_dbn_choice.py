@@ -9,55 +9,34 @@ the times.
 """
 from __future__ import annotations
 
-import os
-
-from lazytensor.kernels.cache import ChoicesFile
+from lazytensor.plan.measured_choice import MeasuredChoices
 
 OWN = "own kernels: dBN sums reduction + d(conv_out) kernel"
 CUDNN = "cuDNN dbn_relu graph (BOOLEAN mask scaling dY, batchnorm_backward)"
-_choices: dict = {}
 
 
 def _valid(value) -> bool:
     return isinstance(value, list) and len(value) == 2 and value[0] in (OWN, CUDNN) and isinstance(value[1], str)
 
 
-_DISK = ChoicesFile("cbr_dbn.json", _valid)     # checked when read, written atomically (kernels/cache.py)
-
-
-def _load_disk() -> dict:
-    return _DISK.load()
-
-
-def _save_disk(key: str, value) -> None:
-    _DISK.put(key, value)
+_CHOICES = MeasuredChoices("cbr_dbn.json", _valid, (OWN, "LAZYTENSOR_CBR_TUNE=0: not timed"))
+_DISK = _CHOICES.disk
 
 
 def choose_dbn(shape, device_id: int, run_own, run_graph):
     """-> (OWN or CUDNN, a note with the measured times or why none were taken). run_own and run_graph
     enqueue one stage 1 each on the current stream; run_graph may raise CudnnGraphRejected."""
+    from lazytensor.plan.cbr_stage1 import _device_name
+    return _CHOICES.choose(f"{_device_name(device_id)}|{tuple(shape)}", lambda: _measure(run_own, run_graph))
+
+
+def _measure(run_own, run_graph):
     from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
     from lazytensor.kernels.cuda_timing import burst_ms
-    from lazytensor.plan.cbr_stage1 import _device_name
-    key = f"{_device_name(device_id)}|{tuple(shape)}"
-    hit = _choices.get(key)
-    if hit is not None:
-        return hit
-    disk = _load_disk().get(key)
-    if disk is not None:
-        hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
-        return hit
-    if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
-        hit = _choices[key] = (OWN, "LAZYTENSOR_CBR_TUNE=0: not timed")
-        return hit
     t_own = burst_ms(run_own, bursts=3, burst=5, warmup=1)
     try:
         t_graph = burst_ms(run_graph, bursts=3, burst=5, warmup=1)
-    except CudnnGraphRejected as e:
-        hit = _choices[key] = (OWN, f"cuDNN rejected the dbn_relu graph: {e.reason}; own kernels {t_own:.3f} ms")
-        return hit
+    except CudnnGraphRejected as e:     # not kept on disk: a rejection is not a measurement
+        return OWN, f"cuDNN rejected the dbn_relu graph: {e.reason}; own kernels {t_own:.3f} ms", False
     choice = CUDNN if t_graph < t_own else OWN
-    note = f"measured: own kernels {t_own:.3f} ms, cuDNN dbn_relu graph {t_graph:.3f} ms"
-    _choices[key] = (choice, note)
-    _save_disk(key, [choice, note])
-    return choice, note
+    return choice, f"measured: own kernels {t_own:.3f} ms, cuDNN dbn_relu graph {t_graph:.3f} ms", True

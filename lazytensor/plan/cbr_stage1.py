@@ -8,21 +8,17 @@ once and measured again); LAZYTENSOR_CBR_TUNE=0 takes conv + genstats without ti
 """
 from __future__ import annotations
 
-import functools
-import os
-
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.kernels.cache import ChoicesFile
 from lazytensor.kernels.cuda_timing import burst_ms
 from lazytensor.kernels.program import Reduction
 from lazytensor.plan.lower import lower
+from lazytensor.plan.measured_choice import MeasuredChoices, device_name
 from lazytensor.plan.steps import FusedReduction
 
 GENSTATS = "conv_fprop + genstats"
 REDUCTION = "conv + statistics reduction"
-_choices: dict = {}
 _F32 = np.dtype(np.float32)
 
 
@@ -40,40 +36,22 @@ def _valid(value) -> bool:
             and isinstance(value[1], str))
 
 
-_DISK = ChoicesFile("cbr_stage1.json", _valid)
+_CHOICES = MeasuredChoices("cbr_stage1.json", _valid, (GENSTATS, "LAZYTENSOR_CBR_TUNE=0: not timed"))
+_DISK = _CHOICES.disk
 
 
-def _load_disk() -> dict:
-    """The choices kept in the disk cache; {} when there are none, or when the file is damaged (then
-    reported by one CacheWarning naming it, and deleted: the shapes are measured again)."""
-    return _DISK.load()
-
-
-def _save_disk(key: str, value) -> None:
-    _DISK.put(key, value)
-
-
-@functools.lru_cache(maxsize=None)
 def _device_name(device_id: int) -> str:
-    """The GPU's name (asking the driver costs about a millisecond: once per device)."""
-    import cupy
-    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
+    return device_name(device_id)
 
 
 def choose_stage1(backend, x, w, attrs, y):
     """-> (GENSTATS or REDUCTION, a note with the measured times or why none were taken)."""
-    from lazytensor.cbr import cudnn_conv
     key = f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
-    hit = _choices.get(key)
-    if hit is not None:
-        return hit
-    disk = _load_disk().get(key)
-    if disk is not None:
-        hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
-        return hit
-    if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
-        hit = _choices[key] = (GENSTATS, "LAZYTENSOR_CBR_TUNE=0: not timed")
-        return hit
+    return _CHOICES.choose(key, lambda: _measure(backend, x, w, attrs, y))
+
+
+def _measure(backend, x, w, attrs, y):
+    from lazytensor.cbr import cudnn_conv
     k = w.shape[0]
     sums = [backend.empty((k,), _F32) for _ in range(2)]
     a = attrs
@@ -91,7 +69,4 @@ def choose_stage1(backend, x, w, attrs, y):
     t_gen = burst_ms(genstats, bursts=3, burst=5, warmup=1)
     t_red = burst_ms(conv_then_reduce, bursts=3, burst=5, warmup=1)
     choice = GENSTATS if t_gen <= t_red else REDUCTION
-    note = f"measured: conv+genstats {t_gen:.3f} ms, conv + reduction {t_red:.3f} ms"
-    _choices[key] = (choice, note)
-    _save_disk(key, [choice, note])
-    return choice, note
+    return choice, f"measured: conv+genstats {t_gen:.3f} ms, conv + reduction {t_red:.3f} ms", True

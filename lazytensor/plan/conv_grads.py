@@ -16,18 +16,16 @@ when dX takes X's memory (dgrad would wait for wgrad anyway).
 from __future__ import annotations
 
 import functools
-import os
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
-from lazytensor.kernels.cache import ChoicesFile
+from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.cbr_plan import _contiguous
 from lazytensor.plan.conv_backward_plan import ConvBackwardStep, backward_path
 from lazytensor.plan.planner import cutter
 from lazytensor.plan.replay import first_refusal
 from lazytensor.plan.steps import run_steps
 
-_choices: dict = {}
 
 
 class WgradThenDgrad:
@@ -89,22 +87,16 @@ def _valid(value) -> bool:
     return isinstance(value, list) and len(value) == 2 and isinstance(value[0], bool) and isinstance(value[1], str)
 
 
-_DISK = ChoicesFile("cbr_conv_grads.json", _valid)     # checked when read, written atomically (kernels/cache.py)
+_CHOICES = MeasuredChoices("cbr_conv_grads.json", _valid, (False, "LAZYTENSOR_CBR_TUNE=0: one stream, not timed"))
+_DISK = _CHOICES.disk
 
 
 def _choose_streams(step, x, w, attrs):
     """(use two streams, a note with the times): measured once per shape on CUDA."""
-    key = _key(x, w, attrs)
-    hit = _choices.get(key)
-    if hit is None:
-        disk = _DISK.get(key)
-        if disk is not None:
-            hit = _choices[key] = (disk[0], disk[1] + ", from the disk cache")
-    if hit is not None:
-        return hit
-    if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
-        hit = _choices[key] = (False, "LAZYTENSOR_CBR_TUNE=0: one stream, not timed")
-        return hit
+    return _CHOICES.choose(_key(x, w, attrs), lambda: _measure_streams(step))
+
+
+def _measure_streams(step):
     import cupy
     from lazytensor.kernels.cuda_timing import burst_ms
     step.wgrad.run()                                  # builds the graphs before anything is timed
@@ -114,9 +106,7 @@ def _choose_streams(step, x, w, attrs):
     step.events = (cupy.cuda.Event(disable_timing=True), cupy.cuda.Event(disable_timing=True))
     two = burst_ms(functools.partial(WgradThenDgrad.run, step), bursts=3, burst=5, warmup=1)
     step.side = step.events = None
-    hit = _choices[key] = (two < one, f"measured: one stream {one:.3f} ms, two streams {two:.3f} ms")
-    _DISK.put(key, list(hit))
-    return hit
+    return two < one, f"measured: one stream {one:.3f} ms, two streams {two:.3f} ms", True
 
 
 def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
