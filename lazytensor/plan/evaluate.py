@@ -42,9 +42,6 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     of GPU memory before anything the caller holds was written, the memory lazytensor keeps on the
     device is freed and the steps tried once more; then a DeviceOutOfMemory says what was being
     allocated (retry_out_of_memory)."""
-    if not getattr(dest.data.flags, "writeable", True):
-        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
-                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
     readers = dest.memory
     if readers is None:
         readers = memory_of(dest)
@@ -113,7 +110,16 @@ def _check(node, dest: Tensor, what: str) -> None:
         _dt.check_cast(node.dtype, dest.dtype, what)
 
 
+def check_writable(dest: Tensor) -> None:
+    """Checked where a write is planned: a plan kept for the next write into the same memory
+    (Expr.last_plan) was made for a writable destination."""
+    if not getattr(dest.data.flags, "writeable", True):
+        raise ValueError("assignment destination is read-only (a read-only NumPy array, or a view such as "
+                         "broadcast_to's); assign into a writable tensor, e.g. y = x.copy()")
+
+
 def _write(dest: Tensor, node, what: str) -> None:
+    check_writable(dest)
     if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
         _check(node, dest, what)
     steps = retry_out_of_memory(lambda: _plan_and_run(node, dest))

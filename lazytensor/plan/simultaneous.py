@@ -10,7 +10,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
 from lazytensor.kernels.device_memory import DeviceOutOfMemory
-from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, retry_out_of_memory
+from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, check_writable, retry_out_of_memory
 from lazytensor.plan.steps import run_steps
 from lazytensor.core.expr import RESULTS, Expr
 from lazytensor.core.readers import memory_of
@@ -95,6 +95,7 @@ def run_pairs(pairs) -> None:
     write hook: the caller has settled the readers of the destinations."""
     by_device: dict = {}
     for dest, node in pairs:
+        check_writable(dest)
         by_device.setdefault(dest.device, []).append((dest, node))
     groups = list(by_device.values())
     retry_out_of_memory(lambda: _plan_and_run(groups))     # out of GPU memory: once more after freeing
