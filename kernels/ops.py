@@ -182,11 +182,21 @@ _SPECS = [
 
 # -- NumPy's further ufuncs (issue 13) ----------------------------------------------------------------
 
-def _binary_float(name, c_fn, py_fn=None):
+def _binary_float(name, c_fn, py_fn=None, py_args="{0}, {1}"):
     """A float function of two operands; NumPy's rule sends ints and bools to a float loop first."""
     ufunc = getattr(np, name)
     return OpSpec(name, 2, ufunc, ufunc_rule(ufunc),
-                  c={"f": f"{c_fn}({{0}}, {{1}})"}, py={"f": f"{py_fn or 'np.' + name}({{0}}, {{1}})"})
+                  c={"f": f"{c_fn}({{0}}, {{1}})"}, py={"f": f"{py_fn or 'np.' + name}({py_args})"})
+
+
+def _logaddexp_py(tie: str, scale: str, power: str) -> str:
+    """npy_logaddexp / npy_logaddexp2 as one numba expression over float64: equal operands (infinities
+    of one sign too) give x + tie; otherwise the larger plus scale * log1p(power(-|x - y|)); NaN gives NaN."""
+    x, y = "float({0})", "float({1})"
+    def side(big, small):
+        return f"{big} + {scale} * math.log1p({power.format(d=f'{small} - {big}')})"
+    return (f"({x} + {tie} if {x} == {y} else ({side(x, y)} if {x} - {y} > 0 else "
+            f"({side(y, x)} if {x} - {y} <= 0 else {x} - {y})))")
 
 
 def _logical(name, c_op, py_op):
@@ -216,8 +226,13 @@ _SPECS += [
                "f": "({T}(1) / {0})"}),
     OpSpec("logical_not", 1, np.logical_not, ufunc_rule(np.logical_not), c={"*": "({0} == 0)"}, py={"*": "({0} == 0)"}),
     _binary_float("arctan2", "atan2"), _binary_float("hypot", "hypot"), _binary_float("copysign", "copysign"),
-    _binary_float("logaddexp", "lt_logaddexp", "lt_logaddexp"),
-    _binary_float("logaddexp2", "lt_logaddexp2", "lt_logaddexp2"),
+    # numba: NumPy's npy_logaddexp(2) written out in float64 with math's functions (the prelude's
+    # inlined helper, called twice in one kernel with float32 and float64 operands, lowered np.exp2
+    # with the other call's types); the result is rounded to the loop dtype as every op's is
+    OpSpec("logaddexp", 2, np.logaddexp, ufunc_rule(np.logaddexp), c={"f": "lt_logaddexp({0}, {1})"},
+           py={"f": _logaddexp_py("0.6931471805599453", "1.0", "math.exp({d})")}),
+    OpSpec("logaddexp2", 2, np.logaddexp2, ufunc_rule(np.logaddexp2), c={"f": "lt_logaddexp2({0}, {1})"},
+           py={"f": _logaddexp_py("1.0", "1.4426950408889634", "2.0 ** ({d})")}),
     # C's nextafter for float32/float64; float16 steps to the neighbouring half (a helper of its own).
     OpSpec("nextafter", 2, np.nextafter, ufunc_rule(np.nextafter),
            c={"f": "lt_nextafter<{N}>({0}, {1})"}, py={"f": "lt_nextafter({0}, {1}, {N})"}),

@@ -164,3 +164,15 @@ def test_numpy_function_without_counterpart_raises_naming_it(call, name):
 def test_clip_without_bounds_returns_its_operand():
     t = lt.asarray(np.arange(3.0))
     assert lt.clip(t) is t
+
+
+def test_logaddexp_of_two_dtypes_in_one_kernel():
+    """One kernel calling logaddexp2 in a float64 loop and again in a float16 loop (numba once lowered
+    the second call with the first call's types)."""
+    t0 = lt.asarray(np.arange(15, dtype=np.uint32).reshape(3, 1, 5))
+    t1 = lt.asarray(np.array([[True, False, True, False, True]]))
+    for f in (np.logaddexp, np.logaddexp2):
+        inner = f(t0, t1)
+        e = f(np.float16(0.5), (inner > 3).astype(np.float16))
+        want = f(np.float16(0.5), (f(t0.numpy(), t1.numpy()) > 3).astype(np.float16))
+        np.testing.assert_allclose(lt.evaluate(e).numpy(), want, rtol=2e-3)
