@@ -64,10 +64,12 @@ class RecordedAssignment:
         graph = self.graph
         if graph is None and self.runs == 1:
             graph = self._graph()
-        if graph is not None and graph.graph is None and graph.steps is None:
-            graph = self.graph = None   # capture refused or failed: step by step from now on
         if graph is not None:
             graph.run()
+            if graph.graph is None:     # the capture was refused or failed: the steps ran one by one
+                refusal = self._replays.refusal
+                self.graph_note = f"no CUDA graph: {refusal or 'the capture failed'}; the steps run one by one"
+                self.graph = None
         else:
             run_steps(self.steps, self.outs)
         self.runs += 1
