@@ -287,6 +287,9 @@ def _build_batch_norm(node, backend, cut, out):
     channels = node.shape[-1]
     count = math.prod(node.shape[:-1])
     is_conv = isinstance(x_node, Expr) and x_node.op == "conv2d"
+    memo = getattr(cut, "memo", None)
+    if is_conv and not a.fused and memo is not None and id(x_node) in memo:
+        is_conv = False     # the conv already ran for another reader of its output (a gradient rule): read it
     if a.fused and not is_conv:
         raise ValueError("fused=True needs batch_norm applied directly to conv2d(...)")
     # The small per-channel vectors of the plan (eq_scale, eq_bias, saved statistics, staged running
@@ -302,6 +305,8 @@ def _build_batch_norm(node, backend, cut, out):
         x, w = _conv_operands(x_node, backend, cut, steps)
         y = backend.empty(tuple(x_node.shape), x_node.dtype)
         conv = _conv_step(backend, x, w, x_node.attrs, y, a.fused)
+        if memo is not None:    # a later reader of the conv's output (a gradient rule) reads y: one conv
+            memo[id(x_node)] = _tensor.Tensor(y, node.device)
     else:
         y = _contiguous(cut(x_node), backend, steps).data
         conv = None
