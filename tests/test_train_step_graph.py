@@ -67,3 +67,16 @@ def test_the_step_is_one_graph_launch_from_the_third_call(cpu_graphs, monkeypatc
     assert "LAZYTENSOR_CUDA_GRAPHS=0" in lt.explain(ref_step, source=False)
     for a, b in zip(model.parameters(), reference.parameters()):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_released_graph_is_captured_again(cpu_graphs):
+    data = batches(5)
+    model = conv_net()
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.05))
+    for x, y in data[:3]:
+        step(x, y)
+    lt.release_graphs()                      # as lazytensor does when the device runs out of memory
+    step(*data[3])
+    assert len(cpu_graphs) == 2 and cpu_graphs[1].launches == 1
+    step(*data[4])
+    assert cpu_graphs[1].launches == 2 and cpu_graphs[0].launches == 2

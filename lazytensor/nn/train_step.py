@@ -87,7 +87,7 @@ class TrainStep:
         with interrupts_deferred():
             if planned is None:
                 planned = self._record(x, labels)
-                make_room(self._plans, _MAX_PLANS, lambda old: None)
+                make_room(self._plans, _MAX_PLANS, lambda old: old.plan.release())
                 self._plans[key] = planned
             else:
                 planned.x[...] = x

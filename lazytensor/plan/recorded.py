@@ -62,6 +62,9 @@ class RecordedAssignment:
         if any(memories):               # live expressions read a destination: they keep their values
             before_write(self.dests, ())
         graph = self.graph
+        if graph is not None and self._replays.entries.get("step") is not graph:
+            graph = self.graph = None   # released (lt.release_graphs, or to free memory): captured again below
+            self.runs = 1
         if graph is None and self.runs == 1:
             graph = self._graph()
         if graph is not None:
@@ -96,6 +99,13 @@ class RecordedAssignment:
         self.graph = entry
         self._replays = replays
         return entry
+
+    def release(self) -> None:
+        """Drop the CUDA graph (a plan no longer used: its arena goes with its last reference)."""
+        replays = getattr(self, "_replays", None)
+        if replays is not None:
+            replays.release()
+        self.graph = None
 
     def describe_graph(self) -> str:
         graph = self.graph
