@@ -138,6 +138,8 @@ def test_explain_shows_the_planned_step():
     assert "no CUDA graph: the cpu backend has none" in text
     assert len(text.steps) == len(step.last.plan.steps)
     assert text.count("\n[") == len(text.steps)
+    html = lt.explain(step)._repr_html_()             # a notebook's display: the steps, then the notes
+    assert "arena" in html and html.count("<details>") >= 1
 
 
 def test_bad_arguments_are_clear_errors():
