@@ -147,7 +147,8 @@ class TrainStep:
         rec = planned.plan
         steps = rec.steps
         before = [f"inputs: x {planned.x.dtype.name} {planned.x.shape} and labels {planned.labels.dtype.name} "
-                  f"{planned.labels.shape}, copied into static buffers on each call",
+                  f"{planned.labels.shape}, copied into static buffers on each call (one copy kernel each, before the "
+                  f"steps; the loss is copied out after them into the 0-d Tensor the call returns)",
                   f"planned on the first call: {len(steps)} steps writing {planned.results} results (the loss, "
                   f"every parameter and optimizer state) as one simultaneous assignment; batch_norm's running "
                   f"statistics by its commit steps; {planned.calls} calls of this plan, "
