@@ -72,8 +72,12 @@ def check_train_arguments(parser: argparse.ArgumentParser, args) -> None:
     if args.data is not None and args.px != 32:
         parser.error(f"--px {args.px} with --data: CIFAR-10 images are 32 x 32; use --px 32, or leave out --data "
                      f"to train on synthetic {args.px} x {args.px} images")
-    if args.model == "vgg16bn" and args.px % 32:
-        parser.error("--model vgg16bn needs --px divisible by 32 (five 2x2 poolings)")
+    if args.data is not None:
+        from lazytensor.tools.cifar10 import find_folder
+        try:
+            find_folder(args.data)
+        except FileNotFoundError as exc:
+            parser.error(f"--data: {exc}")
     if args.device == "cuda":
         from lazytensor.kernels.backend import cuda_usable
         if not cuda_usable():
