@@ -63,6 +63,9 @@ from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint
 from lazytensor import nn
 from lazytensor.nn import optim
 
+# One training step, planned once (issue 12): lt.train_step(model, loss_fn, optimizer, amp=False).
+from lazytensor.nn.train_step import TrainStep, train_step
+
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
@@ -88,4 +91,6 @@ __all__ = [
     "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
     "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
     "cumulative_prod", "random",
+    # training (issue 12)
+    "train_step", "TrainStep",
 ]

@@ -1,8 +1,12 @@
 """Optimizers with PyTorch's update rules: SGD (momentum, dampening, nesterov, weight decay) and AdamW.
 
 `step(grads)` takes one gradient per parameter, as `lt.grad` returns them: lazy expressions, so each
-parameter's update fuses with the last elementwise work of its gradient, and the new state and the
-new parameter are written by one simultaneous assignment (one kernel per parameter).
+parameter's update fuses with the last elementwise work of its gradient. `updates(grads)` returns the
+whole step as (tensor, new value) pairs for ONE simultaneous assignment: every parameter, moment and
+master weight, and the count of steps taken, which lives on the device so that the update's
+structure and scalars are the same at every step (PyTorch's first SGD step, `buf = g`, is a `where`
+on that count; AdamW's bias corrections are expressions of it). A step recorded once (lt.train_step)
+is therefore right at every later step.
 
 Mixed precision: a float16 parameter gets a float32 master copy; the update runs on the master and
 the parameter receives its float16 rounding (PyTorch AMP's practice with fp32 master weights).
@@ -12,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core.tensor import Tensor, empty, zeros
-from lazytensor.ops.elementwise import sqrt
+from lazytensor.ops.elementwise import sqrt, where
 from lazytensor.plan.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
 
@@ -29,6 +33,7 @@ class Optimizer:
                 raise TypeError(f"parameters must be floating-point Tensors; got {p!r}")
         self.lr = float(lr)
         self.steps = 0
+        self.taken = zeros((), np.int64, self.params[0].device)   # steps taken, on the device
         self.master = [self._master_of(p) for p in self.params]
 
     @staticmethod
@@ -49,19 +54,32 @@ class Optimizer:
                 raise ValueError(f"gradient {i} has shape {tuple(g.shape)}, its parameter {tuple(p.shape)}")
         return grads
 
-    def step(self, grads) -> None:
+    def updates(self, grads) -> list:
+        """[(tensor, its new value), ...]: one step of every parameter (and its master weight, moments
+        and the step count), to be written by one simultaneous assignment."""
         grads = self._check(grads)
+        writes = []
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            master = self.master[i]
+            weights = p if master is None else master
+            pairs = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
+            if master is not None:
+                pairs.append((p, pairs[-1][1].astype(p.dtype)))
+            writes += pairs
+        writes.append((self.taken, self.taken + 1))
+        return writes
+
+    def hyperparameters(self) -> tuple:
+        """The numbers a recorded step holds as constants: a change needs a new plan (lt.train_step)."""
+        return tuple((k, v) for k, v in sorted(vars(self).items())
+                     if k != "steps" and isinstance(v, (bool, int, float, tuple)))
+
+    def step(self, grads) -> None:
+        writes = self.updates(grads)
         # Ctrl-C during the step arrives after it: every parameter and moment updated, never some.
         with interrupts_deferred():
+            assign(writes)
             self.steps += 1
-            for i, (p, g) in enumerate(zip(self.params, grads)):
-                master = self.master[i]
-                weights = p if master is None else master
-                writes = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
-                new_weights = writes[-1][1]
-                if master is not None:
-                    writes.append((p, new_weights.astype(p.dtype)))
-                assign(writes)
 
     def _update(self, i: int, w, g) -> list:
         """[(tensor, its new value), ...] for parameter i, the weights last."""
@@ -88,7 +106,7 @@ class SGD(Optimizer):
         writes = []
         if self.momentum:
             buf = self.buffers[i]
-            new_buf = g if self.steps == 1 else self.momentum * buf + (1.0 - self.dampening) * g
+            new_buf = where(self.taken > 0, self.momentum * buf + (1.0 - self.dampening) * g, g)
             writes.append((buf, new_buf))
             g = g + self.momentum * new_buf if self.nesterov else new_buf
         writes.append((w, w - self.lr * g))
@@ -107,11 +125,11 @@ class AdamW(Optimizer):
         self.v = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
 
     def _update(self, i, w, g):
-        t = self.steps
+        t = self.taken + 1                    # this step's number, on the device (float64 below, as Python's)
         m = self.b1 * self.m[i] + (1.0 - self.b1) * g
         v = self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)
-        step_size = self.lr / (1.0 - self.b1 ** t)
-        denom = sqrt(v) / float(np.sqrt(1.0 - self.b2 ** t)) + self.eps
+        step_size = (self.lr / (1.0 - self.b1 ** t)).astype(w.dtype)
+        denom = sqrt(v) / sqrt(1.0 - self.b2 ** t).astype(w.dtype) + self.eps
         decayed = w * (1.0 - self.lr * self.weight_decay) if self.weight_decay else w
         return [(self.m[i], m), (self.v[i], v), (w, decayed - step_size * (m / denom))]
 

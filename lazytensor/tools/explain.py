@@ -28,7 +28,13 @@ class Explanation(str):
 
 def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation:
     """The plan of `expr` evaluated into `out` (a new tensor if None). A list of expressions, or of
-    (destination, expression) pairs, explains lt.evaluate(e1, e2, ...) or lt.assign([...])."""
+    (destination, expression) pairs, explains lt.evaluate(e1, e2, ...) or lt.assign([...]). An
+    object that plans itself (lt.train_step's step) explains its own plan."""
+    if hasattr(type(expr), "explanation"):
+        text, steps = expr.explanation(source)
+        explanation = Explanation(text)
+        explanation.steps, explanation.source = steps, source
+        return explanation
     if isinstance(expr, (list, tuple)):
         from lazytensor.tools.explain_several import explain_several
         return explain_several(expr, source, explain, Explanation)

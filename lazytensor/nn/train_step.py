@@ -1,0 +1,152 @@
+"""lt.train_step(model, loss_fn, optimizer): one training step, planned once.
+
+    step = lt.train_step(model, loss_fn, optimizer)
+    loss = step(x, labels)          # forward (train mode), lt.grad, the optimizer's update
+    print(lt.explain(step))         # the planned step: its steps, memory, CUDA graph
+
+The first call with a given input shape builds the step as expressions: the forward in train mode,
+`loss_fn(logits, labels)`, `lt.grad` of the loss with respect to the optimizer's parameters and the
+optimizer's `updates`, and writes every result (the parameters, the optimizer's state, the loss)
+by ONE simultaneous assignment (lt.assign): every read happens before any write, the update of a
+parameter fuses with the last elementwise work of its gradient, and a heavy node several results
+use (a convolution, a batch_norm with its running statistics) runs once. That plan is recorded
+(lazytensor.plan.recorded): its temporaries packed into one arena by lifetime, and on CUDA
+captured as one graph on the second call. Later calls copy x and labels into the step's static
+input buffers and run the recorded plan: no expression is built, nothing is planned, no Python
+per layer.
+
+A recorded plan holds the optimizer's hyperparameters (lr, momentum, ...) as constants: a call
+after one of them changed records a new plan (as does a new input shape or dtype). The returned
+loss is a new 0-d Tensor each call (a device copy: no host synchronization on CUDA).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.autodiff.reverse import grad
+from lazytensor.core.operand import Operand
+from lazytensor.core.tensor import Tensor, empty
+from lazytensor.nn.module import Module
+from lazytensor.nn.optim import Optimizer
+from lazytensor.plan.bounded import make_room
+from lazytensor.plan.evaluate import evaluate
+from lazytensor.plan.recorded import RecordedAssignment
+from lazytensor.plan.steps import interrupts_deferred
+
+_MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second plan)
+
+
+class PlannedStep:
+    """The recorded step for one input signature: the static input buffers, the loss's
+    destination and the recorded plan that writes it and every parameter and state."""
+    __slots__ = ("x", "labels", "loss", "plan", "results", "calls")
+
+    def __init__(self, x, labels, loss, plan, results):
+        self.x, self.labels, self.loss, self.plan, self.results = x, labels, loss, plan, results
+        self.calls = 1
+
+
+class TrainStep:
+    """One training step of `model` under `optimizer`: see lt.train_step."""
+
+    def __init__(self, model, loss_fn, optimizer, *, amp: bool = False):
+        if not callable(model) or not hasattr(model, "parameters"):
+            raise TypeError(f"lt.train_step: model must be an lt.nn.Module (callable, with parameters()); "
+                            f"got {type(model).__name__}")
+        if not callable(loss_fn):
+            raise TypeError(f"lt.train_step: loss_fn must be callable as loss_fn(logits, labels) -> a scalar "
+                            f"expression, e.g. lt.cross_entropy; got {type(loss_fn).__name__}")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"lt.train_step: optimizer must be an lt.optim optimizer (SGD, AdamW); "
+                            f"got {type(optimizer).__name__}")
+        if amp:
+            raise NotImplementedError("lt.train_step(amp=True) is not built yet")
+        self.model, self.loss_fn, self.optimizer, self.amp = model, loss_fn, optimizer, bool(amp)
+        self.device = optimizer.params[0].device
+        self._plans: dict = {}
+        self.last = None            # the PlannedStep of the latest call
+
+    def __call__(self, x, labels):
+        key = (_signature(x, "x"), _signature(labels, "labels"), self.optimizer.hyperparameters())
+        planned = self._plans.get(key)
+        # Ctrl-C during the step arrives after it: parameters and state are never half updated.
+        with interrupts_deferred():
+            if planned is None:
+                planned = self._record(x, labels)
+                make_room(self._plans, _MAX_PLANS, lambda old: None)
+                self._plans[key] = planned
+            else:
+                planned.x[...] = x
+                planned.labels[...] = labels
+                planned.plan.run()
+                planned.calls += 1
+            self.optimizer.steps += 1
+        self.last = planned
+        return evaluate(planned.loss)
+
+    def _record(self, x, labels) -> PlannedStep:
+        xs = empty(tuple(x.shape), _dtype(x), self.device)
+        xs[...] = x
+        ys = empty(tuple(labels.shape), _dtype(labels), self.device)
+        ys[...] = labels
+        self.model.train()
+        loss = self.loss_fn(self.model(xs), ys)
+        if not isinstance(loss, Operand) or loss.size != 1 or loss.dtype.kind != "f":
+            raise ValueError(f"lt.train_step: loss_fn must return a scalar float expression (such as "
+                             f"lt.cross_entropy(logits, labels)); got {loss!r:.100}")
+        grads = grad(loss, self.optimizer.params)
+        loss_out = empty(tuple(loss.shape), loss.dtype, self.device)
+        pairs = [(loss_out, loss)] + self.optimizer.updates(grads)
+        del grads
+        plan = RecordedAssignment(pairs, "train_step")
+        return PlannedStep(xs, ys, loss_out, plan, len(pairs))
+
+    # -- lt.explain(step) ----------------------------------------------------------------------
+    def explanation(self, source: bool = True):
+        """(text, steps) for lt.explain: the recorded plan of the latest call."""
+        head = (f"train_step: {type(self.model).__name__}, loss {getattr(self.loss_fn, '__name__', self.loss_fn)!s}, "
+                f"optimizer {type(self.optimizer).__name__}({_hyper(self.optimizer)}), amp {'on' if self.amp else 'off'}, "
+                f"on {self.device}")
+        planned = self.last
+        if planned is None:
+            return head + "\nnot planned yet: the first call step(x, labels) builds, plans and runs the step", []
+        rec = planned.plan
+        steps = rec.steps
+        lines = [head,
+                 f"inputs: x {planned.x.dtype.name} {planned.x.shape} and labels {planned.labels.dtype.name} "
+                 f"{planned.labels.shape}, copied into static buffers on each call",
+                 f"planned on the first call: {len(steps)} steps writing {planned.results} results (the loss, "
+                 f"every parameter and optimizer state) as one simultaneous assignment; batch_norm's running "
+                 f"statistics by its commit steps; {planned.calls} calls of this plan, "
+                 f"{planned.calls - 1} of them re-running the recorded steps (no expression built, nothing planned)"]
+        for i, step in enumerate(steps, 1):
+            lines.append(f"[{i}] " + step.describe(source=source))
+        lines.append(rec.memory.describe())
+        kept = sum(o.nbytes for o in rec.outs) + planned.x.nbytes + planned.labels.nbytes
+        lines.append(f"persistent: {kept / 2**20:.3f} MB of parameters, optimizer state and static inputs (not in the arena)")
+        lines.append(rec.describe_graph())
+        lines.append("streams: the steps run in order on the current stream (a step that forks to a second "
+                     "stream says so above)")
+        return "\n".join(lines), steps
+
+
+def train_step(model, loss_fn, optimizer, *, amp: bool = False) -> TrainStep:
+    """One training step, planned once: `step = lt.train_step(model, loss_fn, optimizer)`, then
+    `loss = step(x, labels)` runs forward (train mode), lt.grad and the optimizer's update and
+    returns the loss as a 0-d Tensor. See lazytensor.nn.train_step."""
+    return TrainStep(model, loss_fn, optimizer, amp=amp)
+
+
+def _dtype(v) -> np.dtype:
+    dtype = getattr(v, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.asarray(v).dtype
+
+
+def _signature(v, name: str) -> tuple:
+    if not hasattr(v, "shape"):
+        raise TypeError(f"lt.train_step: {name} must be a Tensor, an expression or an array; got {type(v).__name__}")
+    return (tuple(v.shape), _dtype(v))
+
+
+def _hyper(optimizer) -> str:
+    return ", ".join(f"{k}={v}" for k, v in optimizer.hyperparameters())
