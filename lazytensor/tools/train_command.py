@@ -112,7 +112,7 @@ def _data_source(args, num_classes: int, device: str):
 
 def _progress_bar(steps: int, batch: int, show: bool):
     from tqdm.auto import tqdm
-    return tqdm(total=steps * batch, unit="img", unit_scale=True, desc="train", disable=not show, leave=False)
+    return tqdm(total=steps * batch, unit="img", desc="train", disable=not show)
 
 
 def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
@@ -145,7 +145,7 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
             bar.update(args.batch)
             bar.set_postfix(loss=f"{losses[-1][1]:.4f}")
             if args.explain:
-                print_fn(explain(step))
+                print_fn(explain(step, source=False))
             start = time.perf_counter()
             for i in range(2, args.steps + 1):
                 loss = step(*next(batches))
