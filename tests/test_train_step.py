@@ -146,3 +146,33 @@ def test_bad_arguments_are_clear_errors():
         step(x, y)
     with pytest.raises(TypeError, match="x must be a Tensor"):
         lt.train_step(model, lt.cross_entropy, opt)([1.0], y)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adamw"])
+def test_optimizer_step_on_held_gradients_runs_the_forward_once(optimizer):
+    """opt.step(grads) with the gradients held by the caller: they are evaluated before the
+    parameters are written, together in one plan, so the forward and its batch_norm's update of the
+    running statistics run once, and the step equals train_step's."""
+    data = batches(3)
+    model, reference = conv_net(), conv_net()
+    opt, ref_opt = OPTIMIZERS[optimizer](model.parameters()), OPTIMIZERS[optimizer](reference.parameters())
+    step = lt.train_step(reference, lt.cross_entropy, ref_opt)
+    for x, y in data:
+        grads = lt.grad(lt.cross_entropy(model(lt.asarray(x)), lt.asarray(y)), opt.params)
+        opt.step(grads)
+        step(x, y)
+    for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_expressions_built_before_a_recorded_step_keep_their_values():
+    model = mlp()
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1))
+    data = batches(3)
+    step(*data[0])
+    weight = model[1].weight
+    before = weight.numpy().copy()
+    doubled = weight * 2.0                       # built, not evaluated, before the recorded step writes
+    step(*data[1])
+    assert not np.array_equal(weight.numpy(), before)
+    np.testing.assert_array_equal(doubled.numpy(), before * 2)

@@ -6,8 +6,9 @@ from lazytensor.nn.layers import (AvgPool2d, BatchNorm2d, Conv2d, ConvBNReLU, Fl
 from lazytensor.nn.models import BasicBlock, Bottleneck, ResNet, VGG, resnet18, resnet50, vgg16_bn
 from lazytensor.nn import optim
 from lazytensor.nn.optim import SGD, AdamW
+from lazytensor.nn.amp import LossScaler
 from lazytensor.nn.train_step import TrainStep, train_step
 
 __all__ = ["Module", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvBNReLU", "Flatten", "GlobalAvgPool", "Linear",
            "MaxPool2d", "ReLU", "Sequential", "BasicBlock", "Bottleneck", "ResNet", "VGG", "resnet18", "resnet50",
-           "vgg16_bn", "optim", "SGD", "AdamW", "TrainStep", "train_step"]
+           "vgg16_bn", "optim", "SGD", "AdamW", "TrainStep", "train_step", "LossScaler"]

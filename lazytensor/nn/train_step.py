@@ -15,6 +15,13 @@ captured as one graph on the second call. Later calls copy x and labels into the
 input buffers and run the recorded plan: no expression is built, nothing is planned, no Python
 per layer.
 
+amp=True (or an lt.nn.LossScaler with other settings): mixed precision for a model built in float16
+(`dtype=np.float16`): float16 activations and weights compute, the optimizer keeps float32 master
+weights, BatchNorm's parameters and statistics stay float32, the loss is computed in float32, and
+dynamic loss scaling skips a step whose gradients overflow, decided on the device
+(lazytensor.nn.amp): `step.scaler.found_inf` tells, when read, whether the latest step was skipped.
+`optimizer.steps` counts calls; `optimizer.taken` (on the device) counts the steps taken.
+
 A recorded plan holds the optimizer's hyperparameters (lr, momentum, ...) as constants: a call
 after one of them changed records a new plan (as does a new input shape or dtype). The returned
 loss is a new 0-d Tensor each call (a device copy: no host synchronization on CUDA).
@@ -26,7 +33,7 @@ import numpy as np
 from lazytensor.autodiff.reverse import grad
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, empty
-from lazytensor.nn.module import Module
+from lazytensor.nn.amp import LossScaler
 from lazytensor.nn.optim import Optimizer
 from lazytensor.plan.bounded import make_room
 from lazytensor.plan.evaluate import evaluate
@@ -59,21 +66,28 @@ class TrainStep:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"lt.train_step: optimizer must be an lt.optim optimizer (SGD, AdamW); "
                             f"got {type(optimizer).__name__}")
-        if amp:
-            raise NotImplementedError("lt.train_step(amp=True) is not built yet")
-        self.model, self.loss_fn, self.optimizer, self.amp = model, loss_fn, optimizer, bool(amp)
+        self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.device = optimizer.params[0].device
+        self.scaler = None
+        if amp:
+            if not any(p.dtype == np.float16 for p in optimizer.params):
+                raise ValueError("lt.train_step(amp=True) computes in float16: build the model with dtype=np.float16 "
+                                 "(e.g. lt.nn.vgg16_bn(10, 32, dtype=np.float16)); its optimizer keeps float32 master "
+                                 "weights and BatchNorm stays float32")
+            self.scaler = (amp if isinstance(amp, LossScaler) else LossScaler()).on(self.device)
+        self.amp = self.scaler is not None
         self._plans: dict = {}
         self.last = None            # the PlannedStep of the latest call
 
     def __call__(self, x, labels):
-        key = (_signature(x, "x"), _signature(labels, "labels"), self.optimizer.hyperparameters())
+        key = (_signature(x, "x"), _signature(labels, "labels"), self.optimizer.hyperparameters(),
+               self.scaler.hyperparameters() if self.amp else None)
         planned = self._plans.get(key)
         # Ctrl-C during the step arrives after it: parameters and state are never half updated.
         with interrupts_deferred():
             if planned is None:
                 planned = self._record(x, labels)
-                make_room(self._plans, _MAX_PLANS, lambda old: None)
+                make_room(self._plans, _MAX_PLANS, lambda old: old.plan.release())
                 self._plans[key] = planned
             else:
                 planned.x[...] = x
@@ -85,28 +99,45 @@ class TrainStep:
         return evaluate(planned.loss)
 
     def _record(self, x, labels) -> PlannedStep:
-        xs = empty(tuple(x.shape), _dtype(x), self.device)
+        dtype = _dtype(x)
+        if self.amp and dtype.kind == "f":
+            dtype = np.dtype(np.float16)        # activations in float16
+        xs = empty(tuple(x.shape), dtype, self.device)
         xs[...] = x
         ys = empty(tuple(labels.shape), _dtype(labels), self.device)
         ys[...] = labels
         self.model.train()
-        loss = self.loss_fn(self.model(xs), ys)
+        logits = self.model(xs)
+        if self.amp:
+            logits = logits.astype(np.float32)  # the loss in float32, as PyTorch's autocast computes it
+        loss = self.loss_fn(logits, ys)
+        del logits
         if not isinstance(loss, Operand) or loss.size != 1 or loss.dtype.kind != "f":
             raise ValueError(f"lt.train_step: loss_fn must return a scalar float expression (such as "
                              f"lt.cross_entropy(logits, labels)); got {loss!r:.100}")
-        grads = grad(loss, self.optimizer.params)
         loss_out = empty(tuple(loss.shape), loss.dtype, self.device)
-        pairs = [(loss_out, loss)] + self.optimizer.updates(grads)
+        if self.amp:
+            scaler = self.scaler
+            grads, found = scaler.unscaled(grad(scaler.scaled(loss), self.optimizer.params))
+            updates = scaler.guarded(self.optimizer.updates(grads), found) + scaler.updates(found)
+            del found
+        else:
+            grads = grad(loss, self.optimizer.params)
+            updates = self.optimizer.updates(grads)
         del grads
+        pairs = [(loss_out, loss)] + updates
+        del updates
         plan = RecordedAssignment(pairs, "train_step")
         return PlannedStep(xs, ys, loss_out, plan, len(pairs))
 
     # -- lt.explain(step) ----------------------------------------------------------------------
     def explanation(self, source: bool = True):
         """(text, steps) for lt.explain: the recorded plan of the latest call."""
+        amp = (f"amp on: float16 activations and weights, float32 master weights and BatchNorm, dynamic loss "
+               f"scaling decided on the device ({self.scaler!r}: found_inf is a reduction over every gradient, each "
+               f"write is where(found_inf, old, new))" if self.amp else "amp off")
         head = (f"train_step: {type(self.model).__name__}, loss {getattr(self.loss_fn, '__name__', self.loss_fn)!s}, "
-                f"optimizer {type(self.optimizer).__name__}({_hyper(self.optimizer)}), amp {'on' if self.amp else 'off'}, "
-                f"on {self.device}")
+                f"optimizer {type(self.optimizer).__name__}({_hyper(self.optimizer)}), on {self.device}\n{amp}")
         planned = self.last
         if planned is None:
             return head + "\nnot planned yet: the first call step(x, labels) builds, plans and runs the step", []

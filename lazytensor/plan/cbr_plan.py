@@ -287,17 +287,26 @@ def _build_batch_norm(node, backend, cut, out):
     channels = node.shape[-1]
     count = math.prod(node.shape[:-1])
     is_conv = isinstance(x_node, Expr) and x_node.op == "conv2d"
+    memo = getattr(cut, "memo", None)
+    if is_conv and not a.fused and memo is not None and id(x_node) in memo:
+        is_conv = False     # the conv already ran for another reader of its output (a gradient rule): read it
     if a.fused and not is_conv:
         raise ValueError("fused=True needs batch_norm applied directly to conv2d(...)")
     # The small per-channel vectors of the plan (eq_scale, eq_bias, saved statistics, staged running
     # statistics, genstats sums) are rows of one allocation: one allocator call, not eight.
-    rows = iter(backend.empty((8, channels), _F32))
+    # float64 activations keep float64 statistics and affine maps on the CPU, whose finalize kernel
+    # takes any float type (a float64 training step then matches a float64 reference to 1e-10); the
+    # CUDA finalize works in float32, as cuDNN's statistics do.
+    stat = np.dtype(np.float64) if node.dtype == np.float64 and backend.name == "cpu" else _F32
+    rows = iter(backend.empty((8, channels), stat))
     eq = [next(rows), next(rows)]
 
     if is_conv:
         x, w = _conv_operands(x_node, backend, cut, steps)
         y = backend.empty(tuple(x_node.shape), x_node.dtype)
         conv = _conv_step(backend, x, w, x_node.attrs, y, a.fused)
+        if memo is not None:    # a later reader of the conv's output (a gradient rule) reads y: one conv
+            memo[id(x_node)] = _tensor.Tensor(y, node.device)
     else:
         y = _contiguous(cut(x_node), backend, steps).data
         conv = None
@@ -326,7 +335,7 @@ def _build_batch_norm(node, backend, cut, out):
                 # keep the reason the cuDNN path was not taken (explain must show it)
                 conv.note = "; ".join(n for n in (conv.note, a.saved.path) if n)
                 steps.append(conv)
-            reduction, st = statistics_step(backend, y, node.device)
+            reduction, st = statistics_step(backend, y, node.device, stat)
             steps.append(reduction)
             stats, from_sums = (st[0], st[1]), False
         # The finalize writes the updated running statistics to staging rows; the plan's very last

@@ -22,10 +22,11 @@ REDUCTION = "conv + statistics reduction"
 _F32 = np.dtype(np.float32)
 
 
-def statistics_step(backend, y, device):
-    """Per-channel mean and biased variance of y (channels last) by lazytensor's own reduction."""
-    spec = Reduction("meanvar", tuple(range(y.ndim - 1)), tuple(y.shape), np.dtype(np.float64), _F32)
-    stats = backend.empty((2, y.shape[-1]), _F32)
+def statistics_step(backend, y, device, dtype=_F32):
+    """Per-channel mean and biased variance of y (channels last) by lazytensor's own reduction,
+    accumulated in float64, as `dtype`."""
+    spec = Reduction("meanvar", tuple(range(y.ndim - 1)), tuple(y.shape), np.dtype(np.float64), np.dtype(dtype))
+    stats = backend.empty((2, y.shape[-1]), dtype)
     program, inputs, scalars = lower(_tensor.Tensor(y, device), y.dtype)
     return FusedReduction(backend, program, spec, stats, inputs, scalars,
                           note="per-channel mean and variance in one read of the conv output"), stats

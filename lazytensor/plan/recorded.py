@@ -62,12 +62,17 @@ class RecordedAssignment:
         if any(memories):               # live expressions read a destination: they keep their values
             before_write(self.dests, ())
         graph = self.graph
+        if graph is not None and self._replays.entries.get("step") is not graph:
+            graph = self.graph = None   # released (lt.release_graphs, or to free memory): captured again below
+            self.runs = 1
         if graph is None and self.runs == 1:
             graph = self._graph()
-        if graph is not None and graph.graph is None and graph.steps is None:
-            graph = self.graph = None   # capture refused or failed: step by step from now on
         if graph is not None:
             graph.run()
+            if graph.graph is None:     # the capture was refused or failed: the steps ran one by one
+                refusal = self._replays.refusal
+                self.graph_note = f"no CUDA graph: {refusal or 'the capture failed'}; the steps run one by one"
+                self.graph = None
         else:
             run_steps(self.steps, self.outs)
         self.runs += 1
@@ -94,6 +99,13 @@ class RecordedAssignment:
         self.graph = entry
         self._replays = replays
         return entry
+
+    def release(self) -> None:
+        """Drop the CUDA graph (a plan no longer used: its arena goes with its last reference)."""
+        replays = getattr(self, "_replays", None)
+        if replays is not None:
+            replays.release()
+        self.graph = None
 
     def describe_graph(self) -> str:
         graph = self.graph

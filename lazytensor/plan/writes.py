@@ -33,8 +33,10 @@ def before_write(dests, values, private=()) -> list:
     caller knows nothing else holds, though its own frames do (the operand of an in-place
     operator, when it was a temporary)."""
     reads, nodes = readers_of(dests, values, private)
-    for node in nodes:                      # children first: a parent then reads their results
-        _settle(node)
+    if len(nodes) == 1:
+        _settle(nodes[0])
+    elif nodes:
+        _settle_together(nodes)
     del nodes
     return reads
 
@@ -104,6 +106,18 @@ def _settle(node) -> None:
     t = empty(node.shape, node.dtype, node.device)
     assign(t, node.result if node.result is not None else node)
     node.keep_result(t)
+
+
+def _settle_together(nodes) -> None:
+    """Give each node a value in memory of its own, all in ONE simultaneous plan: work they share runs
+    once. (Settled one by one, the gradients an optimizer step reads would each run the forward again,
+    and a training batch_norm in it would update its running statistics once per gradient.)"""
+    from lazytensor.core.tensor import empty
+    from lazytensor.plan.simultaneous import run_pairs, settled
+    own = [empty(n.shape, n.dtype, n.device) for n in nodes]
+    run_pairs([(t, n.result if n.result is not None else settled(n)) for t, n in zip(own, nodes)])
+    for t, n in zip(own, nodes):
+        n.keep_result(t)
 
 
 class _Dag:
