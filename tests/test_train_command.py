@@ -99,3 +99,21 @@ def test_the_command_line_is_wired():
     done = subprocess.run([sys.executable, "-m", "lazytensor", "train", "--batch", "0"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and "expected a positive integer, got 0" in done.stderr
+
+
+def test_amp_builds_a_float16_model_for_the_step(monkeypatch):
+    """lt.train_step's AMP computes with a float16 model (float32 master weights in the optimizer)."""
+    import importlib
+    train_step_module = importlib.import_module("lazytensor.nn.train_step")   # lt.nn.train_step is the function
+
+    class Recorded(Exception):
+        pass
+
+    def record(model, loss_fn, optimizer, *, amp=False):
+        raise Recorded({p.dtype.name for p in model.parameters()}, amp)
+
+    monkeypatch.setattr(train_step_module, "train_step", record)
+    with pytest.raises(Recorded) as info:
+        main(SMALL + ["--amp", "--batch", "2", "--steps", "1"])
+    dtypes, amp = info.value.args
+    assert amp is True and "float16" in dtypes

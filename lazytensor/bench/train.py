@@ -81,20 +81,16 @@ def lazytensor_row(config, name, px, batch, device, timer) -> Row:
     from lazytensor.tools.train_data import SyntheticBatches
     from lazytensor.tools.train_models import build_model
 
-    amp, note = device == "cuda", ""
+    amp = device == "cuda"
     with PeakMemory(device) as peak:
-        model = build_model(name, px, _num_classes(px), device=device)
+        model = build_model(name, px, _num_classes(px), dtype=np.float16 if amp else np.float32, device=device)
         x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
         optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
-        try:
-            step = train_step(model, cross_entropy, optimizer, amp=amp)
-        except NotImplementedError as exc:      # AMP not built yet: measure float32, and say so
-            amp, note = False, f"float32 ({exc})"
-            step = train_step(model, cross_entropy, optimizer, amp=False)
+        step = train_step(model, cross_entropy, optimizer, amp=amp)
         seconds = timer(lambda: step(x, labels))
         backend_for(device).synchronize()
     return Row(config, LAZYTENSOR + (" (AMP)" if amp else ""), batch / seconds,
-               peak.bytes if device == "cuda" else None, note)
+               peak.bytes if device == "cuda" else None)
 
 
 def torch_rows(torch, config, name, px, batch, device, timer) -> list:

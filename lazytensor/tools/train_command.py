@@ -14,6 +14,8 @@ import argparse
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from lazytensor.tools.train_models import MODELS
 
 PIXELS = (32, 224)
@@ -53,7 +55,7 @@ def add_train_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="PATH", default=None,
                    help="CIFAR-10 in its Python pickle format: PATH or PATH/cifar-10-batches-py holds data_batch_1 "
                         ".. data_batch_5 and test_batch (default: synthetic data)")
-    p.add_argument("--amp", action="store_true", help="mixed precision: float16 compute, float32 master weights")
+    p.add_argument("--amp", action="store_true", help="mixed precision: float16 weights and activations, float32 master weights and BatchNorm, dynamic loss scaling")
     p.add_argument("--lr", type=_non_negative_float, default=0.05, help="SGD learning rate (default 0.05)")
     p.add_argument("--momentum", type=_non_negative_float, default=0.9)
     p.add_argument("--weight-decay", type=_non_negative_float, default=5e-4)
@@ -129,7 +131,8 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
     num_classes = 10 if args.px == 32 else 1000
     with PeakMemory(device) as peak:
         data = _data_source(args, num_classes, device)
-        model = build_model(args.model, args.px, num_classes, device=device, seed=args.seed)
+        model = build_model(args.model, args.px, num_classes, dtype=np.float16 if args.amp else np.float32,
+                            device=device, seed=args.seed)
         optimizer = SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
         step = train_step(model, cross_entropy, optimizer, amp=args.amp)
         print_fn(f"train {args.model}, {args.px} px, batch {args.batch}, {args.steps} steps on {device}"

@@ -27,14 +27,15 @@ def small_vgg(num_classes: int = 10, widths=(16, 32), dtype=np.float32, device=N
 MODELS = ("vgg16bn", "resnet18", "resnet50", "small_vgg")
 
 
-def build_model(name: str, px: int, num_classes: int, device=None, seed: int = 0):
-    """One of MODELS for px x px inputs, float32 (AMP casts inside the training step)."""
+def build_model(name: str, px: int, num_classes: int, dtype=np.float32, device=None, seed: int = 0):
+    """One of MODELS for px x px inputs, its weights in `dtype` (float16 for lt.train_step's AMP,
+    which keeps float32 master weights; BatchNorm stays float32)."""
     if name == "vgg16bn":
-        return vgg16_bn(num_classes, input_size=px, device=device, seed=seed)
+        return vgg16_bn(num_classes, input_size=px, dtype=dtype, device=device, seed=seed)
     if name == "resnet18":
-        return resnet18(num_classes, device=device, seed=seed)
+        return resnet18(num_classes, dtype=dtype, device=device, seed=seed)
     if name == "resnet50":
-        return resnet50(num_classes, device=device, seed=seed)
+        return resnet50(num_classes, dtype=dtype, device=device, seed=seed)
     if name == "small_vgg":
-        return small_vgg(num_classes, device=device, seed=seed)
+        return small_vgg(num_classes, dtype=dtype, device=device, seed=seed)
     raise ValueError(f"unknown model {name!r}: expected one of {', '.join(MODELS)}")
