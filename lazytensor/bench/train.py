@@ -214,7 +214,8 @@ def render(rows: list, device: str, torch) -> str:
     if torch is None:
         notes.append("PyTorch peers: torch does not import here" + (" or sees no GPU" if device == "cuda" else ""))
     if device == "cuda":
-        notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); torch.cuda.max_memory_allocated")
+        notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); "
+                     "PyTorch's torch.cuda.max_memory_allocated")
         notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
     else:
         notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")

@@ -55,7 +55,9 @@ def add_train_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="PATH", default=None,
                    help="CIFAR-10 in its Python pickle format: PATH or PATH/cifar-10-batches-py holds data_batch_1 "
                         ".. data_batch_5 and test_batch (default: synthetic data)")
-    p.add_argument("--amp", action="store_true", help="mixed precision: float16 weights and activations, float32 master weights and BatchNorm, dynamic loss scaling")
+    p.add_argument("--amp", action="store_true",
+                   help="mixed precision: float16 weights and activations, float32 master weights and BatchNorm, "
+                        "dynamic loss scaling")
     p.add_argument("--lr", type=_non_negative_float, default=0.05, help="SGD learning rate (default 0.05)")
     p.add_argument("--momentum", type=_non_negative_float, default=0.9)
     p.add_argument("--weight-decay", type=_non_negative_float, default=5e-4)
@@ -169,7 +171,8 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
 def format_summary(r: TrainReport) -> str:
     lines = [f"first step (planning, compiling kernels, running): {r.first_step_s:.2f} s"]
     if r.images_per_s is not None:
-        lines.append(f"steps 2-{r.steps}: {r.images_per_s:,.1f} img/s ({r.batch / r.images_per_s * 1e3:.2f} ms per step)")
+        ms = r.batch / r.images_per_s * 1e3
+        lines.append(f"steps 2-{r.steps}: {r.images_per_s:,.1f} img/s ({ms:.2f} ms per step)")
     lines.append(f"final loss (step {r.steps}): {r.final_loss:.4f}")
     lines.append(f"peak memory: {r.peak_memory}")
     return "\n".join(lines)

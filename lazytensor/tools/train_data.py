@@ -51,7 +51,8 @@ class CifarBatches:
     def __init__(self, images: np.ndarray, labels: np.ndarray, batch: int, device=None, augment: bool = True,
                  seed: int = 0):
         if len(images) < batch:
-            raise ValueError(f"batch {batch} is larger than the data set ({images.shape[0]} images): use a smaller --batch")
+            raise ValueError(f"batch {batch} is larger than the data set ({images.shape[0]} images): "
+                             f"use a smaller --batch")
         self.images = asarray(images, device=device)
         self.labels = asarray(labels.astype(np.int64), device=device)
         device = self.images.device
