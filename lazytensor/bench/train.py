@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import os
+import traceback
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,7 +180,11 @@ def run_train_bench(print_fn=print, device: str = "cpu") -> list:
     rows = []
     for config, name, px, batch in (CUDA_CONFIGS if device == "cuda" else CPU_CONFIGS):
         label = f"{config} {px}x{px}, batch {batch}"
-        rows.append(lazytensor_row(label, name, px, batch, device, timer))
+        try:
+            rows.append(lazytensor_row(label, name, px, batch, device, timer))
+        except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
+            traceback.print_exc()
+            rows.append(Row(label, LAZYTENSOR, None, None, f"failed: {type(exc).__name__}: {exc}"[:300]))
         _free_device_memory(device)
         if torch is not None:
             rows += torch_rows(torch, label, name, px, batch, device, timer)
