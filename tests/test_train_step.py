@@ -23,6 +23,15 @@ def mlp(seed=0, dtype=np.float32, classes=5):
                             lt.nn.Linear(16, classes, dtype=dtype, rng=rng))
 
 
+def resnet_block(seed=0, dtype=np.float32, classes=5):
+    """A stem, one residual BasicBlock with a strided downsample (relu(bn(conv) + skip)), global
+    average pooling and a Linear."""
+    rng = np.random.default_rng(seed)
+    return lt.nn.Sequential(lt.nn.Conv2d(3, 8, 3, padding=1, bias=False, dtype=dtype, rng=rng), lt.nn.BatchNorm2d(8),
+                            lt.nn.ReLU(), lt.nn.BasicBlock(8, 16, 2, dtype=dtype, rng=rng), lt.nn.GlobalAvgPool(),
+                            lt.nn.Linear(16, classes, dtype=dtype, rng=rng))
+
+
 def batches(n, seed=0, batch=4, dtype=np.float32, classes=5):
     rng = np.random.default_rng(seed)
     return [(rng.standard_normal((batch, 8, 8, 3)).astype(dtype), rng.integers(0, classes, batch)) for _ in range(n)]
@@ -52,8 +61,8 @@ def eager_losses(model, opt, data):
     return losses
 
 
-@pytest.mark.parametrize("net", [conv_net, mlp])
-@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("net, optimizer", [(net, o) for net in (conv_net, mlp) for o in sorted(OPTIMIZERS)]
+                         + [(resnet_block, "momentum"), (resnet_block, "adamw")])
 def test_equals_the_unplanned_loop_bit_for_bit(net, optimizer):
     data = batches(4)
     model, reference = net(), net()
@@ -129,6 +138,8 @@ def test_explain_shows_the_planned_step():
     assert "no CUDA graph: the cpu backend has none" in text
     assert len(text.steps) == len(step.last.plan.steps)
     assert text.count("\n[") == len(text.steps)
+    html = lt.explain(step)._repr_html_()             # a notebook's display: the steps, then the notes
+    assert "arena" in html and html.count("<details>") >= 1
 
 
 def test_bad_arguments_are_clear_errors():

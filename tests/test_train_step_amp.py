@@ -39,6 +39,7 @@ def test_amp_trains_and_tracks_float32(net):
     assert np.mean(losses[-2:]) < 0.5 * np.mean(losses[:2])
     assert not step.scaler.found_inf.numpy() and int(opt.taken.numpy()) == 8
     assert step.last.x.dtype == np.float16
+    assert "amp: on, float16 activations and weights" in lt.explain(step, source=False)
 
 
 @pytest.mark.parametrize("net", [mlp, conv_net])

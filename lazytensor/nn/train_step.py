@@ -132,33 +132,34 @@ class TrainStep:
 
     # -- lt.explain(step) ----------------------------------------------------------------------
     def explanation(self, source: bool = True):
-        """(text, steps) for lt.explain: the recorded plan of the latest call."""
-        amp = (f"amp on: float16 activations and weights, float32 master weights and BatchNorm, dynamic loss "
+        """(text, steps, notes) for lt.explain: the recorded plan of the latest call. The text's first
+        two lines are `key: value` (a notebook shows them as a table), the notes follow the steps."""
+        amp = (f"on, float16 activations and weights, float32 master weights and BatchNorm, dynamic loss "
                f"scaling decided on the device ({self.scaler!r}: found_inf is a reduction over every gradient, each "
-               f"write is where(found_inf, old, new))" if self.amp else "amp off")
-        head = (f"train_step: {type(self.model).__name__}, loss {getattr(self.loss_fn, '__name__', self.loss_fn)!s}, "
-                f"optimizer {type(self.optimizer).__name__}({_hyper(self.optimizer)}), on {self.device}\n{amp}")
+               f"write is where(found_inf, old, new))" if self.amp else "off")
+        head = [f"train_step: {type(self.model).__name__}, loss {getattr(self.loss_fn, '__name__', self.loss_fn)!s}, "
+                f"optimizer {type(self.optimizer).__name__}({_hyper(self.optimizer)}), on {self.device}",
+                f"amp: {amp}"]
         planned = self.last
         if planned is None:
-            return head + "\nnot planned yet: the first call step(x, labels) builds, plans and runs the step", []
+            note = "not planned yet: the first call step(x, labels) builds, plans and runs the step"
+            return "\n".join(head + [note]), [], [note]
         rec = planned.plan
         steps = rec.steps
-        lines = [head,
-                 f"inputs: x {planned.x.dtype.name} {planned.x.shape} and labels {planned.labels.dtype.name} "
-                 f"{planned.labels.shape}, copied into static buffers on each call",
-                 f"planned on the first call: {len(steps)} steps writing {planned.results} results (the loss, "
-                 f"every parameter and optimizer state) as one simultaneous assignment; batch_norm's running "
-                 f"statistics by its commit steps; {planned.calls} calls of this plan, "
-                 f"{planned.calls - 1} of them re-running the recorded steps (no expression built, nothing planned)"]
-        for i, step in enumerate(steps, 1):
-            lines.append(f"[{i}] " + step.describe(source=source))
-        lines.append(rec.memory.describe())
+        before = [f"inputs: x {planned.x.dtype.name} {planned.x.shape} and labels {planned.labels.dtype.name} "
+                  f"{planned.labels.shape}, copied into static buffers on each call",
+                  f"planned on the first call: {len(steps)} steps writing {planned.results} results (the loss, "
+                  f"every parameter and optimizer state) as one simultaneous assignment; batch_norm's running "
+                  f"statistics by its commit steps; {planned.calls} calls of this plan, "
+                  f"{planned.calls - 1} of them re-running the recorded steps (no expression built, nothing planned)"]
         kept = sum(o.nbytes for o in rec.outs) + planned.x.nbytes + planned.labels.nbytes
-        lines.append(f"persistent: {kept / 2**20:.3f} MB of parameters, optimizer state and static inputs (not in the arena)")
-        lines.append(rec.describe_graph())
-        lines.append("streams: the steps run in order on the current stream (a step that forks to a second "
-                     "stream says so above)")
-        return "\n".join(lines), steps
+        after = [rec.memory.describe(),
+                 f"persistent: {kept / 2**20:.3f} MB of parameters, optimizer state and static inputs (not in the arena)",
+                 rec.describe_graph(),
+                 "streams: the steps run in order on the current stream (a step that forks to a second stream says "
+                 "so above)"]
+        lines = head + before + [f"[{i}] " + step.describe(source=source) for i, step in enumerate(steps, 1)] + after
+        return "\n".join(lines), steps, before + after
 
 
 def train_step(model, loss_fn, optimizer, *, amp: bool = False) -> TrainStep:

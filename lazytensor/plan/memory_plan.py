@@ -32,7 +32,8 @@ def _aligned(n: int) -> int:
 
 
 class MemoryPlan:
-    """The steps of a plan rebuilt over one arena. Attributes for lt.explain: `temporaries` (how
+    """The steps of a plan rebuilt over one arena (`steps`, the planned ones, is emptied: their
+    temporaries are freed before the arena is allocated). Attributes for lt.explain: `temporaries` (how
     many), `total` (their bytes, each aligned), `peak` (the most bytes live at once, and at which
     step), `arena` (the one allocation's bytes), `lifetimes` ([(bytes, first step, last step)])."""
 
@@ -65,13 +66,24 @@ class MemoryPlan:
         for k, step in enumerate(steps):
             at[0] = k
             templates.append(StepTemplate(step, source))
+        step = None                     # the loop held the last planned step
         self.lifetimes = [tuple(s) for s in spans]
         offsets, size = pack([(_aligned(b), first, last) for b, first, last in self.lifetimes])
         self.offsets = offsets
         self.arena = size
         self.temporaries = len(spans)
         self.total = sum(_aligned(b) for b, _, _ in self.lifetimes)
-        self.peak, self.peak_step = _peak(self.lifetimes, len(steps))
+        self.peak, self.peak_step = _peak(self.lifetimes, len(templates))
+        # The planning's own allocations go before the arena is taken, so that the device holds the
+        # larger of the two, not both: the caller's list of steps is emptied (its steps held them),
+        # the holders released, and the memory pool's free blocks given back.
+        steps.clear()
+        for holder in holders:
+            holder.release()
+        del keep
+        free = getattr(backend, "free_cached_memory", None)
+        if free is not None:
+            free()
         arena = backend.empty((max(size, 1),), np.uint8)
         self.memory = arena
         arrays = [None] * len(numbers)
@@ -79,9 +91,6 @@ class MemoryPlan:
             _, j, offset, shape, dtype, strides = src
             arrays[k] = backend.view(arena, offsets[j] + offset, shape, dtype, strides)
         self.steps = [t.compile()(arrays) for t in templates]
-        for holder in holders:
-            holder.release()
-        del keep
 
     def describe(self) -> str:
         mb = 2.0 ** 20

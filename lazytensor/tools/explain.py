@@ -31,9 +31,9 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
     (destination, expression) pairs, explains lt.evaluate(e1, e2, ...) or lt.assign([...]). An
     object that plans itself (lt.train_step's step) explains its own plan."""
     if hasattr(type(expr), "explanation"):
-        text, steps = expr.explanation(source)
+        text, steps, notes = expr.explanation(source)
         explanation = Explanation(text)
-        explanation.steps, explanation.source = steps, source
+        explanation.steps, explanation.notes, explanation.source = steps, notes, source
         return explanation
     if isinstance(expr, (list, tuple)):
         from lazytensor.tools.explain_several import explain_several
