@@ -68,7 +68,7 @@ def test_a_few_steps_on_cifar_with_augmentation(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "CIFAR-10, 15 images resident on the device (random crop and flip on the device)" in out
     assert "train_step: Sequential" in out             # lt.explain of the step
-    assert "final loss (step 5)" in out
+    assert "steps 3-5:" in out and "final loss (step 5)" in out
 
 
 def test_the_report_holds_the_losses_read():
@@ -80,9 +80,10 @@ def test_the_report_holds_the_losses_read():
         ["--model", "small_vgg", "--device", "cpu", "--batch", "3", "--steps", "4", "--log-every", "2"])
     lines = []
     report = run_train(args, lines.append, show_bar=False)
-    assert [i for i, _ in report.losses] == [1, 2, 4]
+    assert [i for i, _ in report.losses] == [2, 4]          # the end of the warm-up, then every 2 steps
     assert report.final_loss == report.losses[-1][1] and report.images_per_s > 0
-    assert lines[-1].startswith("first step")
+    assert lines[-1].startswith("first 2 steps (planning, compiling kernels): ")
+    assert lines[-1].splitlines()[1].startswith("steps 3-4: ")
 
 
 def test_vgg16bn_is_built_for_its_input_size(monkeypatch):

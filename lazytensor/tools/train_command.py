@@ -6,7 +6,8 @@
 The data live on the device (see lazytensor.tools.train_data); the optimizer is SGD with momentum
 and weight decay. A tqdm bar shows img/s and the loss, read from the device every --log-every steps
 (each read waits for the device; the steps between them are queued without a host sync). The
-summary's img/s leaves out the first step, which plans the step and compiles its kernels.
+summary's img/s leaves out the first two steps: lt.train_step plans the step and compiles its
+kernels on the first, and on CUDA captures it as a graph on the second.
 """
 from __future__ import annotations
 
@@ -91,13 +92,14 @@ def check_train_arguments(parser: argparse.ArgumentParser, args) -> None:
 
 @dataclass
 class TrainReport:
-    """What a run did: `losses` are (step, loss) at each read; `images_per_s` leaves out step 1
-    (None when only one step ran)."""
+    """What a run did: `losses` are (step, loss) at each read; `images_per_s` leaves out the
+    `warmup_steps` (None when no step came after them)."""
     model: str
     device: str
     batch: int
     steps: int
-    first_step_s: float
+    warmup_steps: int
+    warmup_s: float
     images_per_s: float | None
     final_loss: float
     peak_memory: str
@@ -142,37 +144,39 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
                  f"{args.momentum}, weight decay {args.weight_decay}")
         losses, batches = [], iter(data)
         bar = _progress_bar(args.steps, args.batch, show_bar)
+        # lt.train_step plans and runs the step on its first call, and on CUDA captures its graph on the
+        # second: those are the warm-up, timed apart from the steps after them.
+        warmup = 2 if args.steps > 2 else 1
         try:
             start = time.perf_counter()
-            loss = step(*next(batches))
-            losses.append((1, float(loss)))          # waits for the step: the first step's time is whole
-            first_step_s = time.perf_counter() - start
-            bar.update(args.batch)
-            bar.set_postfix(loss=f"{losses[-1][1]:.4f}")
-            if args.explain:
-                print_fn(explain(step, source=False))
-            start = time.perf_counter()
-            for i in range(2, args.steps + 1):
+            for i in range(1, args.steps + 1):
                 loss = step(*next(batches))
-                if i % args.log_every == 0 or i == args.steps:
-                    losses.append((i, float(loss)))
+                if i == warmup or i % args.log_every == 0 or i == args.steps:
+                    losses.append((i, float(loss)))          # waits for the device
                     bar.set_postfix(loss=f"{losses[-1][1]:.4f}", refresh=False)
                 bar.update(args.batch)
+                if i == warmup:
+                    warmup_s = time.perf_counter() - start
+                    if args.explain:
+                        print_fn(explain(step, source=False))
+                    start = time.perf_counter()
             seconds = time.perf_counter() - start     # the last step's loss was read: the device is done
         finally:
             bar.close()
-    rate = (args.steps - 1) * args.batch / seconds if args.steps > 1 else None
-    report = TrainReport(args.model, device, args.batch, args.steps, first_step_s, rate, losses[-1][1],
+    rate = (args.steps - warmup) * args.batch / seconds if args.steps > warmup else None
+    report = TrainReport(args.model, device, args.batch, args.steps, warmup, warmup_s, rate, losses[-1][1],
                          peak.describe(), losses)
     print_fn(format_summary(report))
     return report
 
 
 def format_summary(r: TrainReport) -> str:
-    lines = [f"first step (planning, compiling kernels, running): {r.first_step_s:.2f} s"]
+    capture = ", capturing the CUDA graph" if r.device == "cuda" and r.warmup_steps > 1 else ""
+    first = "first step" if r.warmup_steps == 1 else f"first {r.warmup_steps} steps"
+    lines = [f"{first} (planning, compiling kernels{capture}): {r.warmup_s:.2f} s"]
     if r.images_per_s is not None:
         ms = r.batch / r.images_per_s * 1e3
-        lines.append(f"steps 2-{r.steps}: {r.images_per_s:,.1f} img/s ({ms:.2f} ms per step)")
+        lines.append(f"steps {r.warmup_steps + 1}-{r.steps}: {r.images_per_s:,.1f} img/s ({ms:.2f} ms per step)")
     lines.append(f"final loss (step {r.steps}): {r.final_loss:.4f}")
     lines.append(f"peak memory: {r.peak_memory}")
     return "\n".join(lines)
