@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import lazytensor as lt
+
 from lazytensor.tools.cifar10 import MEAN, STD, URL, find_folder, load_cifar10
 from lazytensor.tools.train_data import CifarBatches, SyntheticBatches
 from fake_cifar import PER_FILE, write_fake_cifar
@@ -97,3 +99,38 @@ def test_synthetic_batches_are_fixed_and_cycle():
     assert ((np.asarray(y) >= 0) & (np.asarray(y) < 10)).all()
     rng = np.random.default_rng(4)
     np.testing.assert_array_equal(np.asarray(x), rng.standard_normal((3, 8, 8, 3), dtype=np.float32))
+
+
+class ChannelMeans:
+    """A stand-in model: logits are each image's per-channel means (3 classes), so NumPy can tell
+    what it predicts; it records the modes it is called in."""
+
+    def __init__(self):
+        self.weight = lt.ones((1,), np.float32, "cpu")
+        self.training, self.seen = True, []
+
+    def parameters(self):
+        return [self.weight]
+
+    def eval(self):
+        self.training = False
+
+    def train(self, mode=True):
+        self.training = mode
+
+    def __call__(self, x):
+        self.seen.append((self.training, tuple(x.shape)))
+        return x.mean(axis=(1, 2)).astype(np.float32) * self.weight
+
+
+def test_test_accuracy_in_eval_mode_against_numpy(tmp_path):
+    write_fake_cifar(tmp_path, per_file=7)
+    images, labels = load_cifar10(tmp_path, train=False)
+    labels = labels % 3
+    model = ChannelMeans()
+    accuracy = CifarBatches(images, labels, 3, device="cpu", augment=False).test_accuracy(model, images, labels)
+    normalized = (images / 255 - np.asarray(MEAN)) / np.asarray(STD)
+    expected = np.mean(normalized.mean(axis=(1, 2)).argmax(axis=1) == labels)
+    assert 0 < expected < 1 and accuracy == pytest.approx(expected)
+    assert model.seen == [(False, (3, 32, 32, 3)), (False, (3, 32, 32, 3)), (False, (1, 32, 32, 3))]
+    assert model.training

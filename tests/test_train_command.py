@@ -45,6 +45,12 @@ def test_missing_cifar_says_where_to_put_it(tmp_path, capsys):
     assert "--data: CIFAR-10 not found" in err and "cifar-10-python.tar.gz" in err and "data_batch_1" in err
 
 
+def test_test_accuracy_needs_cifar(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--test"])
+    assert "--test measures the accuracy on CIFAR-10's test set: give --data PATH" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(lt.cuda_usable(), reason="CUDA is usable here")
 def test_cuda_without_a_gpu(capsys):
     with pytest.raises(SystemExit):
@@ -64,11 +70,12 @@ def test_a_few_steps_on_synthetic_data(capsys):
 def test_a_few_steps_on_cifar_with_augmentation(tmp_path, capsys):
     write_fake_cifar(tmp_path)
     assert main(SMALL + ["--data", str(tmp_path), "--batch", "4", "--steps", "5", "--log-every", "2",
-                         "--explain"]) == 0
+                         "--explain", "--test"]) == 0
     out = capsys.readouterr().out
     assert "CIFAR-10, 15 images resident on the device (random crop and flip on the device)" in out
     assert "train_step: Sequential" in out             # lt.explain of the step
     assert "steps 3-5:" in out and "final loss (step 5)" in out
+    assert "test accuracy: " in out and "% (CIFAR-10's test_batch, eval mode)" in out
 
 
 def test_the_report_holds_the_losses_read():

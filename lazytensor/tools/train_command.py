@@ -65,6 +65,8 @@ def add_train_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                    help="random crop (4-pixel zero padding) and horizontal flip on the device (default: on with "
                         "--data, off on synthetic data)")
+    p.add_argument("--test", action="store_true",
+                   help="with --data: after training, the accuracy on CIFAR-10's test_batch (10,000 images)")
     p.add_argument("--seed", type=int, default=0, help="seeds the weights, the data and the augmentation")
     p.add_argument("--log-every", type=_positive_int, default=10, metavar="N",
                    help="read the loss from the device every N steps (default 10)")
@@ -83,6 +85,8 @@ def check_train_arguments(parser: argparse.ArgumentParser, args) -> None:
             find_folder(args.data)
         except FileNotFoundError as exc:
             parser.error(f"--data: {exc}")
+    if args.test and args.data is None:
+        parser.error("--test measures the accuracy on CIFAR-10's test set: give --data PATH")
     if args.device == "cuda":
         from lazytensor.kernels.backend import cuda_usable
         if not cuda_usable():
@@ -104,6 +108,7 @@ class TrainReport:
     final_loss: float
     peak_memory: str
     losses: list = field(default_factory=list)
+    test_accuracy: float | None = None
 
 
 def _data_source(args, num_classes: int, device: str):
@@ -163,9 +168,13 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
             seconds = time.perf_counter() - start     # the last step's loss was read: the device is done
         finally:
             bar.close()
+        accuracy = None
+        if args.test:
+            from lazytensor.tools.cifar10 import load_cifar10
+            accuracy = data.test_accuracy(model, *load_cifar10(args.data, train=False))
     rate = (args.steps - warmup) * args.batch / seconds if args.steps > warmup else None
     report = TrainReport(args.model, device, args.batch, args.steps, warmup, warmup_s, rate, losses[-1][1],
-                         peak.describe(), losses)
+                         peak.describe(), losses, accuracy)
     print_fn(format_summary(report))
     return report
 
@@ -178,5 +187,7 @@ def format_summary(r: TrainReport) -> str:
         ms = r.batch / r.images_per_s * 1e3
         lines.append(f"steps {r.warmup_steps + 1}-{r.steps}: {r.images_per_s:,.1f} img/s ({ms:.2f} ms per step)")
     lines.append(f"final loss (step {r.steps}): {r.final_loss:.4f}")
+    if r.test_accuracy is not None:
+        lines.append(f"test accuracy: {100 * r.test_accuracy:.2f}% (CIFAR-10's test_batch, eval mode)")
     lines.append(f"peak memory: {r.peak_memory}")
     return "\n".join(lines)

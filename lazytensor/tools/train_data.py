@@ -70,6 +70,24 @@ class CifarBatches:
         """uint8 pixels -> (x / 255 - mean) / std, float32 (an expression)."""
         return (x.astype(np.float32) - self.mean * 255.0) * self.scale
 
+    def test_accuracy(self, model, images: np.ndarray, labels: np.ndarray) -> float:
+        """The fraction of `images` (uint8 NHWC, e.g. CIFAR-10's test_batch) that `model` classifies
+        as `labels`, in eval mode (BatchNorm's running statistics), normalized as the training
+        batches, in batches of this source's size (the last one smaller). The model is left in
+        training mode."""
+        from lazytensor.ops.reductions import argmax
+        dtype = model.parameters()[0].dtype               # float16 under AMP
+        model.eval()
+        try:
+            correct = 0
+            for start in range(0, len(images), self.batch):
+                x = asarray(images[start:start + self.batch], device=self.images.device)
+                y = asarray(labels[start:start + self.batch].astype(np.int64), device=self.images.device)
+                correct += int((argmax(model(self.normalize(x).astype(dtype)), axis=1) == y).sum())
+        finally:
+            model.train()
+        return correct / len(images)
+
     def __iter__(self):
         n = self.images.shape[0] // self.batch * self.batch
         while True:
