@@ -42,3 +42,18 @@ def test_the_torch_peers_have_lazytensors_parameters(name, px, classes):
     theirs = build(torch, name, px, classes)
     assert sorted(tuple(p.shape) for p in ours.parameters()) == sorted(
         tuple(p.permute(0, 2, 3, 1).shape) if p.ndim == 4 else tuple(p.shape) for p in theirs.parameters())
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_the_cuda_suite_runs_every_configuration(monkeypatch):
+    """Every configuration has a lazytensor figure and a peak; the peers where torch sees the GPU."""
+    import lazytensor as lt
+    if not lt.cuda_usable():
+        pytest.skip("needs CuPy and a CUDA device")
+    from lazytensor.bench.train import run_train_bench
+    monkeypatch.setenv("LAZYTENSOR_BENCH_QUICK", "1")
+    lines = []
+    rows = run_train_bench(lines.append, "cuda")
+    ours = [r for r in rows if r.implementation.startswith(LAZYTENSOR)]
+    assert len(ours) == 3 and all(r.images_per_s and r.peak_bytes for r in ours), lines[0]
