@@ -125,3 +125,29 @@ def test_amp_builds_a_float16_model_for_the_step(monkeypatch):
         main(SMALL + ["--amp", "--batch", "2", "--steps", "1"])
     dtypes, amp = info.value.args
     assert amp is True and "float16" in dtypes
+
+
+def test_ctrl_c_stops_after_the_step_and_reports_it(monkeypatch, capsys):
+    import importlib
+    train_step_module = importlib.import_module("lazytensor.nn.train_step")
+    real = train_step_module.train_step
+
+    def interrupted_at_call_5(*args, **kwargs):
+        step, calls = real(*args, **kwargs), []
+
+        def call(x, labels):
+            calls.append(1)
+            if len(calls) == 5:
+                raise KeyboardInterrupt
+            return step(x, labels)
+        return call
+
+    monkeypatch.setattr(train_step_module, "train_step", interrupted_at_call_5)
+    assert main(SMALL + ["--batch", "2", "--steps", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "interrupted: stopping after step 4" in out
+    assert "steps 3-4: " in out and math.isfinite(_loss(out, 4))
+
+
+def _loss(out, step):
+    return float(out.split(f"final loss (step {step}): ")[1].split()[0])

@@ -151,11 +151,12 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
         bar = _progress_bar(args.steps, args.batch, show_bar)
         # lt.train_step plans and runs the step on its first call, and on CUDA captures its graph on the
         # second: those are the warm-up, timed apart from the steps after them.
-        warmup = 2 if args.steps > 2 else 1
+        warmup, done = (2 if args.steps > 2 else 1), 0
         try:
             start = time.perf_counter()
             for i in range(1, args.steps + 1):
                 loss = step(*next(batches))
+                done = i
                 if i == warmup or i % args.log_every == 0 or i == args.steps:
                     losses.append((i, float(loss)))          # waits for the device
                     bar.set_postfix(loss=f"{losses[-1][1]:.4f}", refresh=False)
@@ -165,15 +166,24 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
                     if args.explain:
                         print_fn(explain(step, source=False))
                     start = time.perf_counter()
-            seconds = time.perf_counter() - start     # the last step's loss was read: the device is done
+        except KeyboardInterrupt:     # lt.train_step ends the step it is in first: the weights are whole
+            if done == 0:
+                raise
+            bar.close()
+            print_fn(f"interrupted: stopping after step {done}")
         finally:
             bar.close()
+        if not losses or losses[-1][0] != done:      # interrupted between two reads
+            losses.append((done, float(loss)))
+        seconds = time.perf_counter() - start         # the last step's loss was read: the device is done
+        if done < warmup:
+            warmup, warmup_s = done, seconds
         accuracy = None
         if args.test:
             from lazytensor.tools.cifar10 import load_cifar10
             accuracy = data.test_accuracy(model, *load_cifar10(args.data, train=False))
-    rate = (args.steps - warmup) * args.batch / seconds if args.steps > warmup else None
-    report = TrainReport(args.model, device, args.batch, args.steps, warmup, warmup_s, rate, losses[-1][1],
+    rate = (done - warmup) * args.batch / seconds if done > warmup else None
+    report = TrainReport(args.model, device, args.batch, done, warmup, warmup_s, rate, losses[-1][1],
                          peak.describe(), losses, accuracy)
     print_fn(format_summary(report))
     return report
