@@ -50,8 +50,8 @@ def add_train_command(sub) -> argparse.ArgumentParser:
                    help="vgg16bn (the CIFAR variant at 32 px), resnet18, resnet50, or small_vgg (a VGG in "
                         "miniature for quick runs on a CPU)")
     p.add_argument("--px", type=int, choices=PIXELS, default=32, help="image side: 32 (CIFAR-10) or 224")
-    p.add_argument("--batch", type=_positive_int, default=128)
-    p.add_argument("--steps", type=_positive_int, default=100)
+    p.add_argument("--batch", type=_positive_int, default=128, help="images per step (default 128)")
+    p.add_argument("--steps", type=_positive_int, default=100, help="training steps (default 100)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda where usable, else cpu")
     p.add_argument("--data", metavar="PATH", default=None,
                    help="CIFAR-10 in its Python pickle format: PATH or PATH/cifar-10-batches-py holds data_batch_1 "
@@ -60,17 +60,17 @@ def add_train_command(sub) -> argparse.ArgumentParser:
                    help="mixed precision: float16 weights and activations, float32 master weights and BatchNorm, "
                         "dynamic loss scaling")
     p.add_argument("--lr", type=_non_negative_float, default=0.05, help="SGD learning rate (default 0.05)")
-    p.add_argument("--momentum", type=_non_negative_float, default=0.9)
-    p.add_argument("--weight-decay", type=_non_negative_float, default=5e-4)
+    p.add_argument("--momentum", type=_non_negative_float, default=0.9, help="SGD momentum (default 0.9)")
+    p.add_argument("--weight-decay", type=_non_negative_float, default=5e-4, help="SGD weight decay (default 5e-4)")
     p.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                    help="random crop (4-pixel zero padding) and horizontal flip on the device (default: on with "
                         "--data, off on synthetic data)")
     p.add_argument("--test", action="store_true",
                    help="with --data: after training, the accuracy on CIFAR-10's test_batch (10,000 images)")
-    p.add_argument("--seed", type=int, default=0, help="seeds the weights, the data and the augmentation")
+    p.add_argument("--seed", type=int, default=0, help="seeds the weights, the data and the augmentation (default 0)")
     p.add_argument("--log-every", type=_positive_int, default=10, metavar="N",
                    help="read the loss from the device every N steps (default 10)")
-    p.add_argument("--explain", action="store_true", help="print lt.explain of the step after the first step")
+    p.add_argument("--explain", action="store_true", help="print lt.explain of the planned step (after the warm-up)")
     return p
 
 
