@@ -102,8 +102,12 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
     else:
         nd = layout.ndim
         idx = [f"i{d}" for d in range(nd)]
-
-        body = body_lines(program, broadcast_element(layout, idx))
+        # A 0-d input is read once, before the loops: numba's parallel loops take a 0-d array for a
+        # scalar inside the loop body, where in0[()] then fails to compile.
+        zero_d = {i for i in range(n_in) if not layout.masks[i]} if nd else set()
+        prologue += [f"e{i} = in{i}[()]" for i in sorted(zero_d)]
+        element = broadcast_element(layout, idx)
+        body = body_lines(program, lambda i: f"e{i}" if i in zero_d else element(i))
         loops = [(idx[d], f"out.shape[{d}]") for d in range(nd)]
         at = f"[{', '.join(idx) if idx else '()'}]"
         targets = [name + at for name in ["out"] + extra]

@@ -160,7 +160,11 @@ def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parall
         # LLVM from vectorizing the loop (a per-channel sum ran 5x slower with a signed one).
         element_of = lambda i: f"x{i}[np.uint64({flat_index})]"   # noqa: E731
     else:
-        element_of = broadcast_element(layout, idx)
+        # 0-d inputs read once, before the loops (numba's parallel loops take a 0-d array for a scalar)
+        zero_d = {i for i in range(n_in) if not layout.masks[i]} if nd else set()
+        prologue += [f"e{i} = in{i}[()]" for i in sorted(zero_d)]
+        element = broadcast_element(layout, idx)
+        element_of = lambda i: f"e{i}" if i in zero_d else element(i)   # noqa: E731
     body = body_lines(program, element_of)
     value = f"v{program.result}"
     arg_idx = idx[axes[0]] if axes else "0"
