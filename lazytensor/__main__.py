@@ -1,4 +1,4 @@
-"""python -m lazytensor demo | bench [--device cpu|cuda] [--suite ...]"""
+"""python -m lazytensor demo | bench [--device cpu|cuda] [--suite ...] [--quick] | train --model ... (see --help)"""
 from __future__ import annotations
 
 import argparse
@@ -13,15 +13,28 @@ def main(argv=None) -> int:
     demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
     bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
     bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "autodiff", "all"],
+    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "autodiff",
+                                           "train", "all"],
                        default="all")
+    bench.add_argument("--quick", action="store_true",
+                       help="a few steps per configuration: a smoke test, not a measurement (suite train; "
+                            "also LAZYTENSOR_BENCH_QUICK=1)")
+    from lazytensor.tools.train_command import add_train_command, check_train_arguments
+    train = add_train_command(sub)
     args = parser.parse_args(argv)
+    if args.command == "train":
+        check_train_arguments(train, args)
+    if args.command == "bench" and args.quick:
+        os.environ["LAZYTENSOR_BENCH_QUICK"] = "1"
     # The demo and the benchmarks time compiled kernels from their first call, so calls wait for
     # numba rather than running through the interpreter tier while it compiles.
     os.environ.setdefault("LAZYTENSOR_JIT_WAIT", "1")
     if args.command == "demo":
         from lazytensor.tools.demo import run_demo
         run_demo(args.device)
+    elif args.command == "train":
+        from lazytensor.tools.train_command import run_train
+        run_train(args)
     else:
         from lazytensor.bench.suites import run_suites
         run_suites(args.device, args.suite, print)

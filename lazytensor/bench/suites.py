@@ -13,6 +13,9 @@ def run_suites(device: str, suite: str, print_fn=print) -> None:
         elif name == "autodiff":
             from lazytensor.bench.autodiff import run_autodiff_bench
             run_autodiff_bench(print_fn, device)
+        elif name == "train":             # whole training steps: one module for both devices
+            from lazytensor.bench.train import run_train_bench
+            run_train_bench(print_fn, device)
         elif name == "several":           # several results at once: one module for both devices
             from lazytensor.bench.several import run_several_bench
             run_several_bench(print_fn, device)

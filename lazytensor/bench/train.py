@@ -1,0 +1,227 @@
+"""`python -m lazytensor bench --suite train [--device cuda] [--quick]`: whole training steps.
+
+CUDA: VGG16-BN at 32 x 32 with batch 512 and at 224 x 224 with batch 64, ResNet-50 at 224 x 224 with
+batch 128. lazytensor's lt.train_step with AMP against PyTorch AMP (float16 autocast, channels_last)
+in three modes, in the same run:
+- eager: autocast + GradScaler, the usual loop;
+- CUDA graph: the whole step (forward, backward, SGD) captured once with torch.cuda.graph after a
+  warm-up on a side stream, static input buffers copied into before each replay, as PyTorch's
+  notes on CUDA graphs show ("whole network capture"). GradScaler cannot be captured (its step
+  reads the overflow flag on the host), so this mode runs float16 autocast without loss scaling;
+- torch.compile of the model, with the eager mode's loop.
+Each row gives img/s, lazytensor's speed over that row, and the peak device memory: for torch,
+torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy pool's used bytes.
+Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
+timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.cuda_timing).
+
+CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
+torch imports; a smoke test of the suite more than a measurement.
+
+LAZYTENSOR_BENCH_QUICK=1 (or --quick) runs each configuration for a few steps: a smoke test.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+CUDA_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 512), ("VGG16-BN", "vgg16bn", 224, 64),
+                ("ResNet-50", "resnet50", 224, 128))
+CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8),)
+LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
+LAZYTENSOR = "lazytensor lt.train_step"
+
+
+@dataclass
+class Row:
+    config: str
+    implementation: str
+    images_per_s: float | None       # None: did not run (the note says why)
+    peak_bytes: int | None
+    note: str = ""
+
+
+def quick() -> bool:
+    return os.environ.get("LAZYTENSOR_BENCH_QUICK", "") not in ("", "0")
+
+
+def _seconds_per_step(device: str):
+    """A timer of one step: CUDA events over bursts on the GPU, host time on the CPU."""
+    if device == "cpu":
+        from lazytensor.tools.timing import time_host
+        return lambda fn: time_host(fn, repeat=2 if quick() else 5)
+    from lazytensor.kernels.cuda_timing import burst_ms
+    if quick():
+        return lambda fn: burst_ms(fn, bursts=1, burst=2, warmup=1) * 1e-3
+    return lambda fn: burst_ms(fn, bursts=5, burst=10, warmup=5) * 1e-3
+
+
+def _torch(device: str):
+    try:
+        import torch
+    except ImportError:
+        return None
+    if device == "cuda" and not torch.cuda.is_available():
+        return None
+    return torch
+
+
+def _num_classes(px: int) -> int:
+    return 10 if px == 32 else 1000
+
+
+def lazytensor_row(config, name, px, batch, device, timer) -> Row:
+    from lazytensor.kernels.backend import backend_for
+    from lazytensor.nn.optim import SGD
+    from lazytensor.nn.train_step import train_step
+    from lazytensor.ops.softmax import cross_entropy
+    from lazytensor.tools.peak_memory import PeakMemory
+    from lazytensor.tools.train_data import SyntheticBatches
+    from lazytensor.tools.train_models import build_model
+
+    amp = device == "cuda"
+    with PeakMemory(device) as peak:
+        model = build_model(name, px, _num_classes(px), dtype=np.float16 if amp else np.float32, device=device)
+        x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
+        optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+        step = train_step(model, cross_entropy, optimizer, amp=amp)
+        seconds = timer(lambda: step(x, labels))
+        backend_for(device).synchronize()
+    return Row(config, LAZYTENSOR + (" (AMP)" if amp else ""), batch / seconds,
+               peak.bytes if device == "cuda" else None)
+
+
+def torch_rows(torch, config, name, px, batch, device, timer) -> list:
+    """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA); eager alone on the CPU."""
+    modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager",)
+    rows = []
+    for mode in modes:
+        try:
+            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer)
+            rows.append(Row(config, f"PyTorch {'AMP ' if device == 'cuda' else ''}{mode}", batch / seconds, peak))
+        except Exception as exc:     # a peer that fails is reported, not fatal to the run
+            rows.append(Row(config, f"PyTorch {mode}", None, None, f"failed: {type(exc).__name__}: {exc}"[:200]))
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _torch_mode(torch, mode, name, px, batch, device, timer):
+    from lazytensor.bench.torch_models import build
+    F = torch.nn.functional
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    torch.manual_seed(0)
+    model = build(torch, name, px, _num_classes(px)).to(device).to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    x = torch.randn(batch, 3, px, px, device=device).contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, _num_classes(px), (batch,), device=device)
+
+    if mode == "CUDA graph":
+        step = _captured_step(torch, model, optimizer, x, labels)
+    else:
+        forward = torch.compile(model) if mode == "torch.compile" else model
+        scaler = torch.amp.GradScaler("cuda", enabled=cuda)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device, dtype=torch.float16, enabled=cuda):
+                loss = F.cross_entropy(forward(x), labels)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    seconds = timer(step)
+    if cuda:
+        torch.cuda.synchronize()
+        return seconds, torch.cuda.max_memory_allocated()
+    return seconds, None
+
+
+def _captured_step(torch, model, optimizer, x, labels):
+    """PyTorch's whole-network capture: warm up on a side stream, capture one step, replay it."""
+    F = torch.nn.functional
+    static_x, static_labels = x.clone(), labels.clone()
+
+    def body():
+        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+            loss = F.cross_entropy(model(static_x), static_labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        body()
+
+    def step():
+        static_x.copy_(x)
+        static_labels.copy_(labels)
+        graph.replay()
+    return step
+
+
+def run_train_bench(print_fn=print, device: str = "cpu") -> list:
+    """Runs every configuration of the device, prints the table, returns its rows."""
+    timer = _seconds_per_step(device)
+    torch = _torch(device)
+    rows = []
+    for config, name, px, batch in (CUDA_CONFIGS if device == "cuda" else CPU_CONFIGS):
+        label = f"{config} {px}x{px}, batch {batch}"
+        try:
+            rows.append(lazytensor_row(label, name, px, batch, device, timer))
+        except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
+            traceback.print_exc()
+            rows.append(Row(label, LAZYTENSOR, None, None, f"failed: {type(exc).__name__}: {exc}"[:300]))
+        _free_device_memory(device)
+        if torch is not None:
+            rows += torch_rows(torch, label, name, px, batch, device, timer)
+    print_fn(render(rows, device, torch))
+    return rows
+
+
+def _free_device_memory(device):
+    gc.collect()
+    if device == "cuda":
+        import cupy
+        from lazytensor.plan.replay import release_all
+        release_all()
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def render(rows: list, device: str, torch) -> str:
+    from lazytensor.tools.peak_memory import format_bytes
+    out = [f"lazytensor training-step benchmark on {device}" + (" (quick: a few steps, not a measurement)"
+                                                                  if quick() else ""), "",
+           "| configuration | implementation | img/s | lazytensor's speed-up | peak memory |",
+           "|---|---|---:|---:|---:|"]
+    ours = {r.config: r.images_per_s for r in rows if r.implementation.startswith(LAZYTENSOR)}
+    for r in rows:
+        rate = "-" if r.images_per_s is None else f"{r.images_per_s:,.0f}"
+        mine = ours.get(r.config)
+        ratio = ("-" if r.implementation.startswith(LAZYTENSOR) or r.images_per_s is None or mine is None
+                 else f"{mine / r.images_per_s:.2f}x")
+        peak = "-" if r.peak_bytes is None else format_bytes(r.peak_bytes)
+        out.append(f"| {r.config} | {r.implementation} | {rate} | {ratio} | {peak} |")
+    notes = [f"{r.config}, {r.implementation}: {r.note}" for r in rows if r.note]
+    if torch is None:
+        notes.append("PyTorch peers: torch does not import here" + (" or sees no GPU" if device == "cuda" else ""))
+    if device == "cuda":
+        notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); "
+                     "PyTorch's torch.cuda.max_memory_allocated")
+        notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
+    else:
+        notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")
+    return "\n".join(out + [""] + notes)
