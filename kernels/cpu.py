@@ -73,10 +73,17 @@ def layout_for(out: np.ndarray, inputs) -> Layout:
 
 class CpuBackend:
     name = "cpu"
+    bind_elementwise = None     # no launch to bind ahead (FusedElementwise.run asks on every run)
+    reduction_scratch = None    # reductions take their partial results' memory on every call
 
     def __init__(self):
         self.kernels = KernelCache()
         self.compiler = BackgroundCompiler()
+        # (program, id(spec)) -> _ReadyReduction: what a reduction over contiguous operands of the
+        # spec's shape launches once its kernel is compiled, so that the next call of the same
+        # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
+        # checks the layout and calls the kernel, without the key hashing and choices of the first.
+        self._ready_reductions: dict = {}
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -198,7 +205,12 @@ class CpuBackend:
 
     def run_reduction(self, program, spec, out, inputs, scalars, compile=False):
         """compile=True: run the kernel, compiling it first if need be (never the interpreter)."""
+        ready = self._ready_reductions.get((program, id(spec)))
+        if ready is not None and ready.spec is spec and not launch_log.listeners:
+            if ready.run(out, inputs, scalars):
+                return
         shape = spec.in_shape
+        original_spec = spec
         layout = layout_for_shape(shape, inputs)
         if layout.flat and len(shape) > 1 and len(spec.axes) == len(shape):
             # Everything reduced over contiguous operands: one flat axis (C order, as ravel).
@@ -236,6 +248,13 @@ class CpuBackend:
             launch_log.record(launch_log.KernelRecord(
                 kernel.name, "cpu", "reduction", int(np.prod(shape)), "compiled" if fresh else "memory",
                 time.perf_counter() - started if fresh else 0.0, strategy(spec)))
+        if layout.flat and main.overloads and not compile:
+            flat_spec = spec
+            spec = original_spec
+            if len(self._ready_reductions) > 4096:
+                self._ready_reductions.clear()
+            self._ready_reductions[(program, id(spec))] = _ReadyReduction(
+                spec, flat_spec, module, small, strategy(flat_spec) == "rows", state_types(flat_spec))
 
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)
@@ -258,6 +277,53 @@ class CpuBackend:
                     "then the compiled kernel")
         return (f"cpu kernel {_kernel_name(source)}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} "
                 f"indexing\n{tier}\n{source}")
+
+
+class _ReadyReduction:
+    """A compiled reduction's launch over operands that are contiguous with the spec's input shape
+    (flattened to one axis when every axis is reduced, as run_reduction does). The entry holds the
+    spec it was made for: its id in the key is never reused while the entry lives."""
+    __slots__ = ("spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten")
+
+    def __init__(self, spec, flat_spec, module, small, rows, state_dtypes):
+        self.spec = spec
+        self.shape = spec.in_shape
+        self.flatten = flat_spec is not spec
+        self.dims = flat_spec.in_shape
+        self.count = float(flat_spec.count)
+        self.main = module.reduce_main_seq if small else module.reduce_main
+        self.rows = rows
+        if rows:
+            self.finish = None
+            self.nchunks = self.parts = None
+        else:
+            self.finish = module.reduce_finish_seq if small else module.reduce_finish
+            shape = flat_spec.in_shape
+            self.nchunks = max(1, min(CHUNKS, shape[flat_spec.axes[0]]))
+            nk = math.prod(flat_spec.out_shape)     # (meanvar's out is (2,) + out_shape)
+            self.parts = tuple(((self.nchunks, nk), dt) for dt in state_dtypes)
+
+    def run(self, out, inputs, scalars) -> bool:
+        """Launch into `out`; False (nothing done) when an operand or `out` is not laid out as
+        the entry assumes: the caller then takes the general path."""
+        shape = self.shape
+        if not out.flags.c_contiguous:
+            return False
+        for a in inputs:
+            if a.shape != shape or not a.flags.c_contiguous:
+                return False
+        n = (self.count,)
+        dims = self.dims
+        if self.flatten:
+            inputs = [a.reshape(dims) for a in inputs]
+        args = [_kernel_arg(a) for a in inputs]
+        if self.rows:
+            self.main(_kernel_arg(out), *args, *scalars, *dims, *n)
+        else:
+            parts = [np.empty(s, dt) for s, dt in self.parts]
+            self.main(*parts, self.nchunks, *args, *scalars, *dims, *n)
+            self.finish(_kernel_arg(out), *parts, self.nchunks, *n)
+        return True
 
 
 def _kernel_name(source: str) -> str:
