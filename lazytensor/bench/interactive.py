@@ -4,7 +4,8 @@
   built on every call, against NumPy eager in the same run (targets: at most 1.2x NumPy at 2^10,
   level by 2^12, at least 3x faster from 2^20).
 - `float(a.sum())` on 1k elements against NumPy (target: at most 2x).
-- Building one node (`a + b`), per node.
+- Building one node (`a + b`), and per node of the 5-op expression above.
+- Each target with its figure and pass or MISS.
 - First calls, each in a fresh process with an empty cache folder and the interpreter tier on (as
   users run): `import lazytensor`; a new expression; then a new rank, a new dtype, a broadcast, a
   large array (the parallel kernel) and a new reduction in the same process. Each against NumPy's time
@@ -45,18 +46,48 @@ def _sweep(table: Table) -> list:
     return verdicts
 
 
-def _small_reduction(table: Table) -> None:
+def _small_reduction(table: Table) -> float:
+    """-> lazytensor's time over NumPy's."""
     x = np.random.default_rng(1).random(1024, dtype=np.float32)
     t = lt.asarray(x, device="cpu")
     case = "float(a.sum()), 2^10 f32"
-    table.add(case, "lazytensor", time_host(lambda: float(t.sum()), repeat=7, number=200))
-    table.add(case, "NumPy eager", time_host(lambda: float(x.sum()), repeat=7, number=200))
+    t_lt = time_host(lambda: float(t.sum()), repeat=7, number=2000)
+    t_np = time_host(lambda: float(x.sum()), repeat=7, number=2000)
+    table.add(case, "lazytensor", t_lt)
+    table.add(case, "NumPy eager", t_np)
+    return t_lt / t_np
 
 
-def _build_cost() -> float:
-    a = lt.asarray(np.ones(8, np.float32), device="cpu")
-    b = lt.asarray(np.ones(8, np.float32), device="cpu")
-    return time_host(lambda: a + b, repeat=7, number=20000)
+def _build_cost() -> tuple:
+    """-> (seconds to build one node `a + b`, seconds per node of relu((a + b) * c + 5 * d))."""
+    a, b, c, d = (lt.asarray(np.ones(8, np.float32), device="cpu") for _ in range(4))
+    one = time_host(lambda: a + b, repeat=7, number=20000)
+    five = time_host(lambda: lt.relu((a + b) * c + 5 * d), repeat=7, number=4000) / 5
+    return one, five
+
+
+def _verdict(ok: bool) -> str:
+    return "pass" if ok else "MISS"
+
+
+def _targets(verdicts, reduction_ratio, build) -> list:
+    """One line per target of issue 16 that this suite measures: the figure, then pass or MISS."""
+    speed = dict(verdicts)
+    one, per_node = build
+    lines = [f"  building one node (a + b): {one * 1e6:.2f} us (per node of the 5-op expression: "
+             f"{per_node * 1e6:.2f} us); target at most 1 us: {_verdict(one <= 1e-6)}"]
+    if 10 in speed:
+        lines.append(f"  2^10, expression built per call: {1 / speed[10]:.2f}x NumPy's time; target at most 1.2x: "
+                     f"{_verdict(1 / speed[10] <= 1.2)}")
+    if 12 in speed:
+        lines.append(f"  2^12: {1 / speed[12]:.2f}x NumPy's time; target level (at most 1x): {_verdict(speed[12] >= 1)}")
+    large = {p: r for p, r in speed.items() if p >= 20}
+    if large:
+        lines.append("  2^20 and up: " + ", ".join(f"2^{p} {r:.2f}x faster" for p, r in sorted(large.items()))
+                     + f"; target at least 3x: {_verdict(min(large.values()) >= 3)}")
+    lines.append(f"  float(a.sum()) on 2^10: {reduction_ratio:.2f}x NumPy's time; target at most 2x: "
+                 f"{_verdict(reduction_ratio <= 2)}")
+    return lines
 
 
 _FIRST_CALLS = textwrap.dedent("""
@@ -108,17 +139,21 @@ def run_interactive_bench(print_fn=print) -> Table:
     table = Table("lazytensor interactive benchmark on the CPU (expression built per call; median of 7)",
                   "NumPy eager")
     verdicts = _sweep(table)
-    _small_reduction(table)
+    reduction_ratio = _small_reduction(table)
+    build = _build_cost()
     print_fn(table.render())
     print_fn("")
     print_fn("speed-up against NumPy by size (targets: >= 0.83x at 2^10, >= 1x from 2^12, >= 3x from 2^20): "
              + ", ".join(f"2^{p} {r:.2f}x" for p, r in verdicts))
-    print_fn(f"building one node (a + b): {_build_cost() * 1e6:.2f} us (target: at most 1 us)")
+    print_fn("targets (issue 16), measured in this run:")
+    for line in _targets(verdicts, reduction_ratio, build):
+        print_fn(line)
     first = _first_calls()
     print_fn("")
     print_fn("first calls, in a fresh process with an empty cache folder (interpreter tier on):")
+    lt_import = first.pop("import lazytensor")
     print_fn(f"  import numpy: {first.pop('import numpy') * 1e3:.0f} ms; "
-             f"import lazytensor after it: {first.pop('import lazytensor') * 1e3:.0f} ms (target: 300 ms with NumPy)")
+             f"import lazytensor after it: {lt_import * 1e3:.0f} ms (target: at most 300 ms: {_verdict(lt_import <= 0.3)})")
     print_fn("  | call | lazytensor | NumPy | ratio |")
     print_fn("  |---|---:|---:|---:|")
     for name, (t_lt, t_np) in first.items():
