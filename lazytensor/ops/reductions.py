@@ -62,6 +62,7 @@ def _axes(axis, ndim: int) -> tuple:
 # reshaped ones below). One Reduction object per case, so the backends can key what they learn
 # on its identity (kernels/cpu.py's ready reductions).
 _decided: dict = {}
+_specs: dict = {}
 
 
 def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
@@ -105,9 +106,11 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
             raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
     spec = Reduction("var" if kind == "std" else kind, axes, tuple(x.shape),
                      _accumulator(kind, x.dtype, out_dtype), out_dtype, int(ddof), kind == "std")
+    spec = _specs.setdefault(spec, spec)      # axis=1 and axis=-1: one spec object
     if key is not None and x is x0 and type(ddof) is int:
         if len(_decided) > 4096:
             _decided.clear()
+            _specs.clear()
         _decided[key] = (spec, out_shape, out_dtype, kept)
     node = Expr("reduce", (x,), out_shape, out_dtype, x.device, heavy=True, attrs=spec)
     if keepdims:
