@@ -83,7 +83,7 @@ def _reference(kind, x, axis, keepdims):
 @settings(SETTINGS, max_examples=8)
 @given(kind=st.sampled_from(KINDS), shape=st.sampled_from([(7,), (3, 5), (2, 3, 4), (1,), (4, 1)]),
        axis_pick=st.integers(0, 3), keepdims=st.booleans(), seed=st.integers(0, 2**16),
-       layouts=st.lists(st.sampled_from(["contiguous", "reversed", "transposed"]), min_size=3, max_size=4))
+       layouts=st.lists(st.sampled_from(["contiguous", "reversed", "transposed"]), min_size=2, max_size=4))
 def test_repeated_reductions_over_changing_layouts_match_numpy(kind, shape, axis_pick, keepdims, seed, layouts):
     nd = len(shape)
     axis = [None, 0, nd - 1, tuple(range(nd))][axis_pick]
@@ -100,13 +100,14 @@ def test_repeated_reductions_over_changing_layouts_match_numpy(kind, shape, axis
             x = base
         t = lt.asarray(x)
         want = np.asarray(_reference(kind, x, axis, keepdims))
-        got = lt.evaluate(getattr(t, kind)(axis=axis, keepdims=keepdims)).numpy()
-        assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
-        if kind in ("max", "min", "argmax", "any"):
-            np.testing.assert_array_equal(got, want)
-        else:
-            np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
-        assert float(lt.asarray(x).sum()) == pytest.approx(float(np.sum(x, dtype=np.float64)), rel=1e-6, abs=1e-6)
+        for _ in range(2):              # the second call of a layout takes the launch the first kept
+            got = lt.evaluate(getattr(t, kind)(axis=axis, keepdims=keepdims)).numpy()
+            assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
+            if kind in ("max", "min", "argmax", "any"):
+                np.testing.assert_array_equal(got, want)
+            else:
+                np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+            assert float(t.sum()) == pytest.approx(float(np.sum(x, dtype=np.float64)), rel=1e-6, abs=1e-6)
 
 
 def test_one_spec_object_per_case_and_a_new_one_for_another_case():
