@@ -65,6 +65,27 @@ _const_keys: dict = {}
 _ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finfo(np.float32).max)}
 
 
+# (type, value, dtype) -> its Const: a scalar that a loop writes again and again (`5 * d`) is one
+# object, made once. Left out: float zeros (0.0 == -0.0 would share a key) and NaN, and the values
+# a Const rounds when it is built, whose overflow warning belongs to every line that builds one.
+_consts: dict = {}
+
+
+def constant(value, dtype) -> Const:
+    """Const(value, dtype), the same object for the same scalar of the same type and dtype."""
+    key = (type(value), value, dtype)
+    c = _consts.get(key)
+    if c is None:
+        c = Const(value, dtype)
+        limit = _ROUNDED_ABOVE.get(dtype)
+        if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
+            return c
+        if len(_consts) > 4096:
+            _consts.clear()
+        _consts[key] = c
+    return c
+
+
 def _const_key(dtype) -> int:
     k = _const_keys[dtype] = structure_id(("scalar", dtype))
     return k
@@ -340,12 +361,12 @@ def binary(op: str, a, b) -> Expr:
         if a.dtype is not la and a.dtype != la:
             a = Expr("astype", (a,), a.shape, la, a.device, a.heavy)
     else:
-        a = Const(a, la)
+        a = constant(a, la)
     if b_node:
         if b.dtype is not lb and b.dtype != lb:
             b = Expr("astype", (b,), b.shape, lb, b.device, b.heavy)
     else:
-        b = Const(b, lb)
+        b = constant(b, lb)
     sa, sb = a.shape, b.shape
     shape = sa if sa == sb else broadcast_shapes(sa, sb)
     da, db = a.device, b.device

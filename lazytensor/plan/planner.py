@@ -31,7 +31,8 @@ def aliased(out, inputs) -> bool:
             continue
         if ob is None:
             ob = owner(out)
-        if owner(a) is not ob:
+        # (a NumPy array without a base owns itself; a CuPy array's owner is its allocation)
+        if (a if type(a) is np.ndarray and a.base is None else owner(a)) is not ob:
             continue
         if a.shape == out.shape and a.strides == out.strides and _address(a) == _address(out):
             continue
