@@ -158,9 +158,13 @@ def _root_reduction(root, out, backend):
     made directly (two dict lookups: the program by structure id, the spec is the node's), as a
     recipe would rebind it, but without its signature walk: `float(x.sum())` on small arrays is
     this path. On backends with graphs the recipe stays (it may replay). None: the general path."""
-    spec = root.attrs
     if root.dtype != out.dtype or root.shape != out.shape:
         return None
+    for _, match in PATTERNS:       # a whole-plan pattern that takes a reduction comes first, as in _heavy
+        steps = match(root, out, backend)
+        if steps is not None:
+            return steps
+    spec = root.attrs
     x = root.args[0]
     program, inputs, scalars = lower(x, x.dtype)
     if aliased(out, inputs):
