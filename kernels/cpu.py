@@ -84,6 +84,7 @@ class CpuBackend:
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
         # checks the layout and calls the kernel, without the key hashing and choices of the first.
         self._ready_reductions: dict = {}
+        self._flat_kernels = [self.kernels, {}]     # [the cache it mirrors, {(program, rank): kernel}]
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -128,7 +129,19 @@ class CpuBackend:
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
-        kernel = self.kernels.get((program, layout))
+        if layout.flat:
+            # The flat layouts are interned (_FLAT): keyed by their rank, the lookup skips hashing
+            # a Layout (a dataclass's hash, in Python). Kept per kernel cache, as _ready_reductions.
+            flat = self._flat_kernels
+            if flat[0] is not self.kernels:
+                flat = self._flat_kernels = [self.kernels, {}]
+            kernel = flat[1].get((program, layout.ndim))
+            if kernel is None:
+                kernel = self.kernels.get((program, layout))
+                if kernel is not None:
+                    flat[1][(program, layout.ndim)] = kernel
+        else:
+            kernel = self.kernels.get((program, layout))
         if kernel is not None:
             fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
             if fn.overloads and not launch_log.listeners:
@@ -206,7 +219,7 @@ class CpuBackend:
     def run_reduction(self, program, spec, out, inputs, scalars, compile=False):
         """compile=True: run the kernel, compiling it first if need be (never the interpreter)."""
         ready = self._ready_reductions.get((program, id(spec)))
-        if ready is not None and ready.spec is spec and not launch_log.listeners:
+        if ready is not None and ready.spec is spec and ready.cache is self.kernels and not launch_log.listeners:
             if ready.run(out, inputs, scalars):
                 return
         shape = spec.in_shape
@@ -254,7 +267,7 @@ class CpuBackend:
             if len(self._ready_reductions) > 4096:
                 self._ready_reductions.clear()
             self._ready_reductions[(program, id(spec))] = _ReadyReduction(
-                spec, flat_spec, module, small, strategy(flat_spec) == "rows", state_types(flat_spec))
+                self.kernels, spec, flat_spec, module, small, strategy(flat_spec) == "rows", state_types(flat_spec))
 
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)
@@ -282,10 +295,12 @@ class CpuBackend:
 class _ReadyReduction:
     """A compiled reduction's launch over operands that are contiguous with the spec's input shape
     (flattened to one axis when every axis is reduced, as run_reduction does). The entry holds the
-    spec it was made for: its id in the key is never reused while the entry lives."""
-    __slots__ = ("spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten")
+    spec it was made for: its id in the key is never reused while the entry lives; and the kernel
+    cache it came from: a backend given a new cache (tests do) starts without them."""
+    __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten")
 
-    def __init__(self, spec, flat_spec, module, small, rows, state_dtypes):
+    def __init__(self, cache, spec, flat_spec, module, small, rows, state_dtypes):
+        self.cache = cache
         self.spec = spec
         self.shape = spec.in_shape
         self.flatten = flat_spec is not spec

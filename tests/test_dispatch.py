@@ -182,3 +182,24 @@ def test_memory_records_of_dead_allocations_are_dropped():
     assert len(readers._records) <= 2 * readers._records_limit[0]
     live = sum(r() is not None for r in readers._records.values())
     assert live < 100
+
+
+# -- interned scalars ----------------------------------------------------------------------------------
+
+def test_interned_scalars_keep_signed_zeros_types_and_warnings_apart():
+    x = np.array([1.0, -1.0, 2.5], np.float32)
+    a = lt.asarray(x)
+    for s in (0.0, -0.0, 0.0, -0.0):
+        got = lt.evaluate(a * s).numpy()
+        want = x * np.float32(s)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    i = lt.asarray(np.array([1, 2], np.int8))
+    assert lt.evaluate(i + True).dtype == np.int8 and lt.evaluate(i + 1).dtype == np.int8
+    assert lt.evaluate(a + True).dtype == np.float32
+    np.testing.assert_array_equal(lt.evaluate(a + 1).numpy(), x + 1)
+    np.testing.assert_array_equal(lt.evaluate(a - 1.0).numpy(), x - 1.0)
+    h = lt.asarray(np.ones(2, np.float16))
+    for _ in range(2):                      # NumPy's overflow warning on every line that builds one
+        with pytest.warns(RuntimeWarning, match="overflow"):
+            e = h + 1e6
+        assert np.isinf(lt.evaluate(e).numpy()).all()
