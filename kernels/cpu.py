@@ -73,10 +73,18 @@ def layout_for(out: np.ndarray, inputs) -> Layout:
 
 class CpuBackend:
     name = "cpu"
+    bind_elementwise = None     # no launch to bind ahead (FusedElementwise.run asks on every run)
+    reduction_scratch = None    # reductions take their partial results' memory on every call
 
     def __init__(self):
         self.kernels = KernelCache()
         self.compiler = BackgroundCompiler()
+        # (program, id(spec)) -> _ReadyReduction: what a reduction over contiguous operands of the
+        # spec's shape launches once its kernel is compiled, so that the next call of the same
+        # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
+        # checks the layout and calls the kernel, without the key hashing and choices of the first.
+        self._ready_reductions: dict = {}
+        self._flat_kernels = [self.kernels, {}]     # [the cache it mirrors, {(program, rank): kernel}]
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -121,7 +129,19 @@ class CpuBackend:
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
-        kernel = self.kernels.get((program, layout))
+        if layout.flat:
+            # The flat layouts are interned (_FLAT): keyed by their rank, the lookup skips hashing
+            # a Layout (a dataclass's hash, in Python). Kept per kernel cache, as _ready_reductions.
+            flat = self._flat_kernels
+            if flat[0] is not self.kernels:
+                flat = self._flat_kernels = [self.kernels, {}]
+            kernel = flat[1].get((program, layout.ndim))
+            if kernel is None:
+                kernel = self.kernels.get((program, layout))
+                if kernel is not None:
+                    flat[1][(program, layout.ndim)] = kernel
+        else:
+            kernel = self.kernels.get((program, layout))
         if kernel is not None:
             fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
             if fn.overloads and not launch_log.listeners:
@@ -198,7 +218,12 @@ class CpuBackend:
 
     def run_reduction(self, program, spec, out, inputs, scalars, compile=False):
         """compile=True: run the kernel, compiling it first if need be (never the interpreter)."""
+        ready = self._ready_reductions.get((program, id(spec)))
+        if ready is not None and ready.spec is spec and ready.cache is self.kernels and not launch_log.listeners:
+            if ready.run(out, inputs, scalars):
+                return
         shape = spec.in_shape
+        original_spec = spec
         layout = layout_for_shape(shape, inputs)
         if layout.flat and len(shape) > 1 and len(spec.axes) == len(shape):
             # Everything reduced over contiguous operands: one flat axis (C order, as ravel).
@@ -236,6 +261,13 @@ class CpuBackend:
             launch_log.record(launch_log.KernelRecord(
                 kernel.name, "cpu", "reduction", int(np.prod(shape)), "compiled" if fresh else "memory",
                 time.perf_counter() - started if fresh else 0.0, strategy(spec)))
+        if layout.flat and main.overloads and not compile:
+            flat_spec = spec
+            spec = original_spec
+            if len(self._ready_reductions) > 4096:
+                self._ready_reductions.clear()
+            self._ready_reductions[(program, id(spec))] = _ReadyReduction(
+                self.kernels, spec, flat_spec, module, small, strategy(flat_spec) == "rows", state_types(flat_spec))
 
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)
@@ -258,6 +290,55 @@ class CpuBackend:
                     "then the compiled kernel")
         return (f"cpu kernel {_kernel_name(source)}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} "
                 f"indexing\n{tier}\n{source}")
+
+
+class _ReadyReduction:
+    """A compiled reduction's launch over operands that are contiguous with the spec's input shape
+    (flattened to one axis when every axis is reduced, as run_reduction does). The entry holds the
+    spec it was made for: its id in the key is never reused while the entry lives; and the kernel
+    cache it came from: a backend given a new cache (tests do) starts without them."""
+    __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten")
+
+    def __init__(self, cache, spec, flat_spec, module, small, rows, state_dtypes):
+        self.cache = cache
+        self.spec = spec
+        self.shape = spec.in_shape
+        self.flatten = flat_spec is not spec
+        self.dims = flat_spec.in_shape
+        self.count = float(flat_spec.count)
+        self.main = module.reduce_main_seq if small else module.reduce_main
+        self.rows = rows
+        if rows:
+            self.finish = None
+            self.nchunks = self.parts = None
+        else:
+            self.finish = module.reduce_finish_seq if small else module.reduce_finish
+            shape = flat_spec.in_shape
+            self.nchunks = max(1, min(CHUNKS, shape[flat_spec.axes[0]]))
+            nk = math.prod(flat_spec.out_shape)     # (meanvar's out is (2,) + out_shape)
+            self.parts = tuple(((self.nchunks, nk), dt) for dt in state_dtypes)
+
+    def run(self, out, inputs, scalars) -> bool:
+        """Launch into `out`; False (nothing done) when an operand or `out` is not laid out as
+        the entry assumes: the caller then takes the general path."""
+        shape = self.shape
+        if not out.flags.c_contiguous:
+            return False
+        for a in inputs:
+            if a.shape != shape or not a.flags.c_contiguous:
+                return False
+        n = (self.count,)
+        dims = self.dims
+        if self.flatten:
+            inputs = [a.reshape(dims) for a in inputs]
+        args = [_kernel_arg(a) for a in inputs]
+        if self.rows:
+            self.main(_kernel_arg(out), *args, *scalars, *dims, *n)
+        else:
+            parts = [np.empty(s, dt) for s, dt in self.parts]
+            self.main(*parts, self.nchunks, *args, *scalars, *dims, *n)
+            self.finish(_kernel_arg(out), *parts, self.nchunks, *n)
+        return True
 
 
 def _kernel_name(source: str) -> str:

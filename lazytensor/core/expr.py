@@ -65,6 +65,27 @@ _const_keys: dict = {}
 _ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finfo(np.float32).max)}
 
 
+# (type, value, dtype) -> its Const: a scalar that a loop writes again and again (`5 * d`) is one
+# object, made once. Left out: float zeros (0.0 == -0.0 would share a key) and NaN, and the values
+# a Const rounds when it is built, whose overflow warning belongs to every line that builds one.
+_consts: dict = {}
+
+
+def constant(value, dtype) -> Const:
+    """Const(value, dtype), the same object for the same scalar of the same type and dtype."""
+    key = (type(value), value, dtype)
+    c = _consts.get(key)
+    if c is None:
+        c = Const(value, dtype)
+        limit = _ROUNDED_ABOVE.get(dtype)
+        if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
+            return c
+        if len(_consts) > 4096:
+            _consts.clear()
+        _consts[key] = c
+    return c
+
+
 def _const_key(dtype) -> int:
     k = _const_keys[dtype] = structure_id(("scalar", dtype))
     return k
@@ -196,7 +217,10 @@ class Expr(Operand):
 
 def settled_args(args) -> tuple:
     """`args` with every evaluated node replaced by its result."""
-    return tuple(a.result if type(a) is Expr and a.result is not None else a for a in args)
+    for a in args:
+        if type(a) is Expr and a.result is not None:
+            return tuple(a.result if type(a) is Expr and a.result is not None else a for a in args)
+    return args
 
 
 def _settled(node, memo):
@@ -337,17 +361,97 @@ def binary(op: str, a, b) -> Expr:
         if a.dtype is not la and a.dtype != la:
             a = Expr("astype", (a,), a.shape, la, a.device, a.heavy)
     else:
-        a = Const(a, la)
+        a = constant(a, la)
     if b_node:
         if b.dtype is not lb and b.dtype != lb:
             b = Expr("astype", (b,), b.shape, lb, b.device, b.heavy)
     else:
-        b = Const(b, lb)
+        b = constant(b, lb)
     sa, sb = a.shape, b.shape
     shape = sa if sa == sb else broadcast_shapes(sa, sb)
     da, db = a.device, b.device
     device = da if db is None or db is da else (db if da is None else _device_of((da, db)))
-    return Expr(op, (a, b), shape, out, device, a.heavy or b.heavy)
+    if a.heavy or b.heavy:
+        return Expr(op, (a, b), shape, out, device, True)
+    return _pair(op, a, b, shape, out, device)
+
+
+_new = object.__new__
+
+
+def _pair(op, a, b, shape, dtype, device) -> Expr:
+    """Expr(op, (a, b), shape, dtype, device) over two operands that are not heavy: the fields
+    Expr.__init__ computes, unrolled for the node every binary operator builds (no loop, no key
+    list, one weak reference for both tensors)."""
+    ta, tb = type(a), type(b)
+    if (ta is Expr and a.result is not None) or (tb is Expr and b.result is not None):
+        return Expr(op, (a, b), shape, dtype, device)       # reads the results (settled_args)
+    node = _new(Expr)
+    node.op = op
+    node.args = (a, b)
+    node.shape = shape
+    node.dtype = dtype
+    node.device = device
+    node.heavy = False
+    node.attrs = None
+    node.uses = 0
+    node.last_plan = None
+    node.result = None
+    node.origin = None
+    epoch = RESULTS[0]
+    shared = False
+    me = None
+    if ta is Expr:
+        if a.epoch < epoch:
+            epoch = a.epoch
+        uses = a.uses = a.uses + 1
+        shared = uses > 1 or a.shared
+        leaves = a.leaves
+        scalars = a.scalars
+    elif ta is Const:
+        leaves = ()
+        scalars = a.scalars
+    else:
+        leaves = (a,)
+        scalars = ()
+        me = _ref(node)
+        m = a.memory            # inline register(): see Expr.__init__
+        if m is None:
+            m = memory_of(a)
+        m.append(me)
+        if len(m) > m.limit:
+            m.sweep()
+    if tb is Expr:
+        if b.epoch < epoch:
+            epoch = b.epoch
+        uses = b.uses = b.uses + 1
+        if uses > 1 or b.shared:
+            shared = True
+        if leaves:
+            leaves += b.leaves
+        else:
+            leaves = b.leaves
+        scalars += b.scalars
+    elif tb is Const:
+        scalars += b.scalars
+    else:
+        leaves += (b,)
+        if me is None:
+            me = _ref(node)
+        m = b.memory
+        if m is None:
+            m = memory_of(b)
+        m.append(me)
+        if len(m) > m.limit:
+            m.sweep()
+    node.leaves = leaves
+    node.scalars = scalars
+    node.epoch = epoch
+    node.shared = shared
+    key = (op, dtype, None, a.skey, b.skey)
+    sid = _structures.get(key)
+    node.skey = sid if sid is not None else structure_id(key)
+    return node
 
 
 def _numpy_operand(x):

@@ -19,8 +19,7 @@ class Memory(list):
     list itself, so that registering is one append)."""
     __slots__ = ("limit", "version", "__weakref__")
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self):             # (an empty list already: list.__init__ has nothing to do)
         self.limit = 16             # sweep out dead references when the list grows past this
         self.version = 0            # writes through lazytensor so far (an evaluated node's origin checks it)
 
@@ -33,8 +32,11 @@ class Memory(list):
 
 # id(owner) -> a weak reference to its record. A record lives as long as a Tensor that looked it up
 # (t.memory), and such a Tensor keeps its owner alive, so an id is never reused while its record
-# exists; the record's death removes its entry.
+# exists: an entry whose record died is stale, replaced when its id comes again, and dropped by a
+# sweep of the table when it has doubled (no callback per record: a result's record is made on
+# every evaluation).
 _records: dict = {}
+_records_limit = [1024]
 
 
 def memory_of(t) -> Memory:
@@ -46,15 +48,17 @@ def memory_of(t) -> Memory:
         m = None if r is None else r()
         if m is None:
             m = Memory()
-            _records[key] = weakref.ref(m, lambda _, key=key: _forget(key))
+            _records[key] = weakref.ref(m)
+            if len(_records) > _records_limit[0]:
+                _sweep_records()
         t.memory = m
     return m
 
 
-def _forget(key) -> None:
-    r = _records.get(key)
-    if r is not None and r() is None:
+def _sweep_records() -> None:
+    for key in [k for k, r in _records.items() if r() is None]:
         del _records[key]
+    _records_limit[0] = 2 * len(_records) + 1024
 
 
 def register(node, ref, t) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from lazytensor.core import dtypes as _dt
 from lazytensor.core.expr import Expr
+from lazytensor.core.operand import Operand
 from lazytensor.kernels.program import Reduction
 from lazytensor.core import tensor as _tensor
 from lazytensor.ops.views import ravel, reshape
@@ -56,8 +57,25 @@ def _axes(axis, ndim: int) -> tuple:
     return tuple(sorted(out))
 
 
+# (kind, axis, keepdims, dtype, ddof, shape, dtype of x) -> (spec, out shape, out dtype, keepdims shape):
+# what reduce() decides from those alone, for operands it takes as they are (not the raveled or
+# reshaped ones below). One Reduction object per case, so the backends can key what they learn
+# on its identity (kernels/cpu.py's ready reductions).
+_decided: dict = {}
+_specs: dict = {}
+
+
 def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
-    x = _tensor.as_node(x)
+    key = (kind, axis, keepdims, dtype, ddof, x.shape, x.dtype) if isinstance(x, Operand) else None
+    try:
+        hit = _decided.get(key)
+    except TypeError:           # an axis list or an unhashable dtype: decided afresh
+        hit = key = None
+    if hit is not None:
+        spec, out_shape, out_dtype, kept = hit
+        node = Expr("reduce", (x,), out_shape, out_dtype, x.device, heavy=True, attrs=spec)
+        return reshape(node, kept) if keepdims else node
+    x0 = x = _tensor.as_node(x)
     if kind in ("argmax", "argmin"):
         if isinstance(axis, tuple):
             raise TypeError(f"{kind} takes a single axis or None")
@@ -88,6 +106,12 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
             raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
     spec = Reduction("var" if kind == "std" else kind, axes, tuple(x.shape),
                      _accumulator(kind, x.dtype, out_dtype), out_dtype, int(ddof), kind == "std")
+    spec = _specs.setdefault(spec, spec)      # axis=1 and axis=-1: one spec object
+    if key is not None and x is x0 and type(ddof) is int:
+        if len(_decided) > 4096:
+            _decided.clear()
+            _specs.clear()
+        _decided[key] = (spec, out_shape, out_dtype, kept)
     node = Expr("reduce", (x,), out_shape, out_dtype, x.device, heavy=True, attrs=spec)
     if keepdims:
         node = reshape(node, kept)

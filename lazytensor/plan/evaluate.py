@@ -12,7 +12,7 @@ from lazytensor.plan.planner import plan
 from lazytensor.plan.writes import after_write, before_write, readers_of
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
-from lazytensor.kernels.backend import live_backends
+from lazytensor.kernels.backend import backend_for, live_backends
 from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
 from lazytensor.plan.replay import release_all
 from lazytensor.plan.steps import run_steps
@@ -211,7 +211,7 @@ def evaluate(expr, *more):
     if not isinstance(expr, Operand):
         return asarray(expr)
     if type(expr) is Expr and expr.result is None:
-        dest = retry_out_of_memory(lambda: empty(expr.shape, expr.dtype, expr.device), "for the result")
+        dest = retry_out_of_memory(lambda: _new_result(expr), "for the result")
         assign(dest, expr)
         expr.keep_result(dest)
         return dest
@@ -219,6 +219,14 @@ def evaluate(expr, *more):
     dest = empty(source.shape, source.dtype, source.device)
     assign(dest, source)
     return dest
+
+
+def _new_result(expr) -> Tensor:
+    """Memory for an expression's value (its dtype was checked when it was built)."""
+    device = expr.device
+    if device is None:
+        return empty(expr.shape, expr.dtype, device)
+    return Tensor(backend_for(device).empty(expr.shape, expr.dtype), device)
 
 
 def result_of(x) -> Tensor:

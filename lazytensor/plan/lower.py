@@ -46,33 +46,39 @@ def _number(roots, merge_equal=False):
     """One walk over the DAG of `roots`, numbering each distinct node once; merge_equal: also two
     nodes of one op over the same values (`a * b` built twice), as the several results of
     lt.evaluate(e1, e2) often repeat their common parts. Scalars stay apart: their values are
-    not part of a program's structure."""
+    not part of a program's structure, so every place a Const stands in is an argument of its
+    own, numbered left to right as `Expr.scalars` lists them (one Const object used twice, as
+    `e.reshape(3, 2) * e.reshape(3, 2)` shares e's, still counts twice: the program found by
+    structure id must take the arguments that lower's common case passes)."""
     values = {}         # instruction -> value id, when merge_equal
     instrs = []
-    ids = {}            # id(node) -> value id
+    ids = {}            # id(node) -> value id; (id(parent), position) -> value id of a Const operand
     inputs = []
     input_ids = {}      # id(tensor) -> input index
     scalars = []
     scalar_dtypes = []
-    stack = [(root, False) for root in reversed(roots)]
+    stack = [(root, id(root)) for root in reversed(roots)]     # (node, where its value id goes) or (node, None): expand
     while stack:
-        node, expanded = stack.pop()
-        key = id(node)
-        if key in ids:
-            continue
+        node, place = stack.pop()
         t = type(node)
+        if t is Const:
+            instrs.append(("scalar", node.dtype, len(scalars)))
+            scalars.append(node.value)
+            scalar_dtypes.append(node.dtype)
+            ids[place] = len(instrs) - 1
+            continue
+        key = id(node)
+        if place is not None and key in ids:
+            continue
         if t is Tensor:
             slot = input_ids.get(key)
             if slot is None:
                 slot = input_ids[key] = len(inputs)
                 inputs.append(node.data)
             instrs.append(("load", node.dtype, slot))
-        elif t is Const:
-            instrs.append(("scalar", node.dtype, len(scalars)))
-            scalars.append(node.value)
-            scalar_dtypes.append(node.dtype)
-        elif expanded:
-            ins = (node.op, node.dtype, *[ids[id(a)] for a in node.args])
+        elif place is None:
+            ins = (node.op, node.dtype, *[ids[(key, i) if type(a) is Const else id(a)]
+                                          for i, a in enumerate(node.args)])
             if merge_equal:
                 vid = values.get(ins)
                 if vid is not None:
@@ -81,10 +87,14 @@ def _number(roots, merge_equal=False):
                 values[ins] = len(instrs)
             instrs.append(ins)
         else:
-            stack.append((node, True))
-            for a in reversed(node.args):
-                if id(a) not in ids:
-                    stack.append((a, False))
+            stack.append((node, None))
+            args = node.args
+            for i in range(len(args) - 1, -1, -1):
+                a = args[i]
+                if type(a) is Const:
+                    stack.append((a, (key, i)))
+                elif id(a) not in ids:
+                    stack.append((a, id(a)))
             continue
         ids[key] = len(instrs) - 1
     return instrs, ids, inputs, scalars, scalar_dtypes

@@ -31,7 +31,8 @@ def aliased(out, inputs) -> bool:
             continue
         if ob is None:
             ob = owner(out)
-        if owner(a) is not ob:
+        # (a NumPy array without a base owns itself; a CuPy array's owner is its allocation)
+        if (a if type(a) is np.ndarray and a.base is None else owner(a)) is not ob:
             continue
         if a.shape == out.shape and a.strides == out.strides and _address(a) == _address(out):
             continue
@@ -145,7 +146,30 @@ def plan(root, out, backend, replay=False) -> list:
     replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
     if not root.heavy:
         return _elementwise(root, out, backend)
+    if root.op == "reduce" and not root.args[0].heavy and not hasattr(backend, "capture"):
+        steps = _root_reduction(root, out, backend)
+        if steps is not None:
+            return steps
     return recipes.planned(root, out, backend, _heavy, replay)
+
+
+def _root_reduction(root, out, backend):
+    """A reduction of an elementwise expression written straight into the destination: one step,
+    made directly (two dict lookups: the program by structure id, the spec is the node's), as a
+    recipe would rebind it, but without its signature walk: `float(x.sum())` on small arrays is
+    this path. On backends with graphs the recipe stays (it may replay). None: the general path."""
+    if root.dtype != out.dtype or root.shape != out.shape:
+        return None
+    for _, match in PATTERNS:       # a whole-plan pattern that takes a reduction comes first, as in _heavy
+        steps = match(root, out, backend)
+        if steps is not None:
+            return steps
+    spec = root.attrs
+    x = root.args[0]
+    program, inputs, scalars = lower(x, x.dtype)
+    if aliased(out, inputs):
+        return None
+    return [FusedReduction(backend, program, spec, out, inputs, scalars)]
 
 
 def _heavy(root, out, backend) -> list:
