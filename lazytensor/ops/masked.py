@@ -157,23 +157,22 @@ def _spread(node, token, shape, memo, consumed):
     if hit is not None:
         return hit
     gather = type(node) is Expr and node.result is None and node.op == "mask_gather"
+    elementwise = type(node) is Expr and node.result is None and (node.op in OPS or node.op == "astype")
+    out = None
     if gather and node.attrs.obj is token and tuple(node.args[0].shape) == shape:
         out = node.args[0]
         consumed.append(node)
-    elif _size(node.shape) == 1:
-        out = reshape(node, ())
-    elif type(node) is Expr and node.result is None and (node.op in OPS or node.op == "astype"):
+    elif elementwise:
         args = [_spread(a, token, shape, memo, consumed) for a in node.args]
-        if any(a is None for a in args):
-            out = None
-        elif node.op == "astype":
-            out = astype(args[0], node.dtype)
-        else:
-            out = apply(node.op, *[a.dtype.type(a.value) if isinstance(a, Const) else a for a in args])
-            if out.dtype != node.dtype:
-                out = astype(out, node.dtype)
-    else:
-        out = None
+        if all(a is not None for a in args):
+            if node.op == "astype":
+                out = astype(args[0], node.dtype)
+            else:
+                out = apply(node.op, *[a.dtype.type(a.value) if isinstance(a, Const) else a for a in args])
+                if out.dtype != node.dtype:
+                    out = astype(out, node.dtype)
+    if out is None and _size(node.shape) == 1:
+        out = reshape(node, ())                    # one element: it broadcasts over dest's shape
     memo[id(node)] = out
     return out
 
