@@ -105,13 +105,20 @@ def getitem(x, key):
 def setitem(dest, key, value) -> None:
     """y[mask] = v, y[idx] = v. With a mask of y's shape, a value of one element or built from
     gathers with the same mask (`y[mask] += e`, `y[mask] = x[mask] * 2`) is ONE fused kernel,
-    y[...] = where(mask, v', y) (lazytensor.ops.masked); other values are evaluated and scattered by
-    the device's array library. Casting is the 'same_kind' rule of every assignment."""
+    y[...] = where(mask, v', y) (lazytensor.ops.masked); with one integer index array along the first
+    axis, ONE scatter kernel computing v (lazytensor.ops.index_write); other keys and values are
+    evaluated and scattered by the device's array library. Casting is the 'same_kind' rule of every assignment."""
     from lazytensor.core import dtypes as _dt
     from lazytensor.core.operand import Operand
     from lazytensor.ops.masked import fused_write, own_shape_mask
     mask = own_shape_mask(key, tuple(dest.shape))
     if mask is not None and fused_write(dest, mask, value):     # (fused_write counts the references to value)
+        return
+    from lazytensor.ops.index_write import index_write, row_index
+    rows = row_index(key)
+    if rows is not None:
+        from lazytensor.plan.evaluate import assign
+        assign(dest, index_write(dest, rows, value))            # ONE scatter kernel, e fused into it
         return
     if not getattr(getattr(dest.data, "flags", None), "writeable", True):
         raise ValueError("assignment destination is read-only")
