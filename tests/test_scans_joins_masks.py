@@ -250,3 +250,77 @@ def test_scans_concatenate_and_masked_writes_on_cuda():
         y[lt.asarray(m, device="cuda")] += t[lt.asarray(m, device="cuda")] * 2
     want[m] += x[m] * 2
     np.testing.assert_array_equal(y.numpy(), want)
+
+
+# -- writes through an integer index array -------------------------------------------------------------
+
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from(["int8", "float16", "float32", "bool"]).flatmap(
+    lambda d: hnp.arrays(d, st.sampled_from([(6,), (5, 3), (4, 2, 3)]), elements=elements(d))), st.data())
+def test_index_writes_are_one_scatter_kernel_and_match_numpy(x, data):
+    n = x.shape[0]
+    idx = data.draw(hnp.arrays(np.int64, st.integers(0, 5), elements=st.integers(-n, n - 1)))
+    a = data.draw(hnp.arrays(x.dtype, x.shape[1:], elements=elements(x.dtype)))    # broadcast over the rows
+    y, want, ta = lt.asarray(x.copy()), x.copy(), lt.asarray(a)
+    with np.errstate(all="ignore"):
+        value = (a & a) if x.dtype == bool else a * a
+        for key in (idx, lt.asarray(idx), list(idx)):
+            with lt.profile() as p:
+                y[key] = (ta & ta) if x.dtype == bool else ta * ta
+            want[idx] = value
+            assert _kinds(p) == ["scatter"]
+            np.testing.assert_array_equal(y.numpy(), want)          # repeated rows: the last write wins
+        if x.dtype != bool:
+            y[idx] += ta
+            want[idx] += a
+            np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_index_write_reading_its_destination_and_errors():
+    x = np.arange(12.0).reshape(4, 3)
+    y = lt.asarray(x.copy())
+    y[[3, 0]] = y[0] * 2                               # the right side first, as NumPy
+    want = x.copy()
+    want[[3, 0]] = x[0] * 2
+    np.testing.assert_array_equal(y.numpy(), want)
+    from lazytensor.ops.index_write import index_write
+    text = lt.explain(index_write(y, np.array([1]), y[2] + 1), source=False)
+    assert "FusedScatter on cpu: out[index] = values, 1 rows" in text
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 0 with size 4"):
+        y[[4]] = 1.0
+    with pytest.raises(ValueError, match="could not be broadcast to indexing result of shape"):
+        y[[0, 1]] = lt.asarray(np.ones((3, 3)))
+    with pytest.raises(TypeError, match="same_kind"):
+        lt.asarray(np.zeros(3, np.int32))[[0]] = lt.asarray(np.ones(1))
+
+
+def test_index_write_cuda_kernels_compile_to_ptx():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
+    from lazytensor.kernels.index_write_cuda import render_cuda_index_write
+    from lazytensor.kernels.nvrtc_check import compile_to_ptx
+    from lazytensor.kernels.program import program_for
+    for dtype in ("float16", "int8", "bool", "float64", "uint64"):
+        dtype = np.dtype(dtype)
+        op = "logical_or" if dtype.kind == "b" else "add"
+        program = program_for((("load", dtype, 0), ("load", dtype, 1), (op, dtype, 0, 1)), 2, (), dtype)
+        for shape, shapes in (((3,), [(3,), ()]), ((2, 5), [(5,), (2, 5)]), ((2, 3, 4), [(2, 1, 4), (4,)])):
+            compile_to_ptx(render_cuda_index_write(program, shape, shapes).source, optimize=False)
+
+
+@pytest.mark.gpu
+@gpu
+def test_index_writes_on_cuda():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((50, 33)).astype(np.float16)
+    a = rng.standard_normal(33).astype(np.float16)
+    idx = rng.permutation(50)[:20]                      # no repeats: CuPy's undefined winner stays out
+    y, want = lt.asarray(x.copy(), device="cuda"), x.copy()
+    ta = lt.asarray(a, device="cuda")
+    with lt.profile() as p:
+        y[lt.asarray(idx, device="cuda")] = ta * 2 - 1
+    assert _kinds(p) == ["scatter"]
+    want[idx] = a * np.float16(2) - np.float16(1)
+    np.testing.assert_array_equal(y.numpy(), want)
+    y[idx[::-1]] += ta
+    want[idx[::-1]] += a
+    np.testing.assert_array_equal(y.numpy(), want)

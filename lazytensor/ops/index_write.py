@@ -29,7 +29,7 @@ def row_index(key):
             return None
         key = key[0]
     if isinstance(key, list):
-        key = np.asarray(key)
+        key = np.asarray(key) if key else np.zeros(0, np.int64)       # NumPy takes [] as no rows
         if key.dtype.kind not in "iu":
             return None
     if isinstance(key, (Operand, np.ndarray)) and key.dtype.kind in "iu" and len(key.shape) == 1:
