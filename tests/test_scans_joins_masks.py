@@ -330,3 +330,20 @@ def test_index_writes_on_cuda():
     y[idx[::-1]] += ta
     want[idx[::-1]] += a
     np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_index_write_interpreter_tier_and_rebound_plans(monkeypatch):
+    rng = np.random.default_rng(5)
+    monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
+    x, a = rng.standard_normal((6, 7)).astype(np.float16), rng.standard_normal(7).astype(np.float16)
+    y, want = lt.asarray(x.copy()), x.copy()
+    y[[5, 1, 5]] = lt.asarray(a) * 3 - 1             # a new kernel: NumPy's ufuncs run this call
+    want[[5, 1, 5]] = a * np.float16(3) - np.float16(1)
+    np.testing.assert_array_equal(y.numpy(), want)
+    monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "1")
+    for _ in range(2):                                 # plans kept as recipes, rebound to new tensors
+        x, b = rng.standard_normal((4, 5)), rng.standard_normal(5)
+        t, v = lt.asarray(x), lt.asarray(b)
+        np.testing.assert_array_equal(lt.evaluate(lt.cumsum(t * v, axis=0) + 1).numpy(), np.cumsum(x * b, axis=0) + 1)
+        np.testing.assert_array_equal(lt.evaluate(lt.concatenate([t * 2, t + v], axis=1) * 3).numpy(),
+                                      np.concatenate([x * 2, x + b], axis=1) * 3)
