@@ -252,10 +252,16 @@ def test_scans_concatenate_and_masked_writes_on_cuda():
     np.testing.assert_array_equal(c.numpy(), np.concatenate([x * 2, b[None, :]]))
     y, want = lt.asarray(x.copy(), device="cuda"), x.copy()
     m = x > 0
+    tm = lt.asarray(m, device="cuda")
     with lt.profile() as p:
-        y[lt.asarray(m, device="cuda")] += t[lt.asarray(m, device="cuda")] * 2
+        y[tm] += t[tm] * 2                             # the same mask object: one where kernel
+    assert _kinds(p) == ["elementwise"] and p.kernels[0].elements == x.size
     want[m] += x[m] * 2
     np.testing.assert_array_equal(y.numpy(), want)
+    y[m] = 0.5                                         # a NumPy mask with a tensor on CUDA
+    want[m] = 0.5
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal((t * 2)[tm].numpy(), (x * 2)[m])
 
 
 # -- writes through an integer index array -------------------------------------------------------------

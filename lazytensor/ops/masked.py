@@ -90,6 +90,9 @@ def fused_write(dest, mask, value) -> bool:
     to `value` that this call path holds are counted (_TEMPORARY_REFS)."""
     from lazytensor.ops.elementwise import where
     from lazytensor.plan.evaluate import assign
+    token = _token(mask)
+    if isinstance(mask, np.ndarray):
+        mask = asarray(mask, device=dest.device)    # (in an expression a NumPy array would be a CPU tensor)
     if not isinstance(value, (Operand, np.ndarray)):
         if isinstance(value, (list, tuple)):
             return False
@@ -102,7 +105,7 @@ def fused_write(dest, mask, value) -> bool:
         return True
     temporary = _frame_refs(value) <= _TEMPORARY_REFS
     consumed: list = []
-    spread = _spread(value, _token(mask), tuple(dest.shape), {}, consumed)
+    spread = _spread(value, token, tuple(dest.shape), {}, consumed)
     if spread is None:
         return False
     if tuple(spread.shape) != tuple(dest.shape) and _size(spread.shape) != 1:
