@@ -353,3 +353,19 @@ def test_index_write_interpreter_tier_and_rebound_plans(monkeypatch):
         np.testing.assert_array_equal(lt.evaluate(lt.cumsum(t * v, axis=0) + 1).numpy(), np.cumsum(x * b, axis=0) + 1)
         np.testing.assert_array_equal(lt.evaluate(lt.concatenate([t * 2, t + v], axis=1) * 3).numpy(),
                                       np.concatenate([x * 2, x + b], axis=1) * 3)
+
+
+def test_mask_gather_gradient_goes_back_through_the_mask():
+    rng = np.random.default_rng(6)
+    x, target = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    valid = rng.random((4, 5)) > 0.4
+    t = lt.asarray(x)
+    loss = lambda z: np.mean((z[valid] - target[valid]) ** 2)                       # noqa: E731
+    (g,) = lt.grad(lt.mean((t[valid] - lt.asarray(target)[valid]) ** 2), [t])
+    assert "MaskExpand on cpu" in lt.explain(g, source=False)
+    want = np.where(valid, 2 * (x - target) / valid.sum(), 0.0)
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
+    eps, dx = 1e-6, np.zeros_like(x)
+    i = tuple(np.argwhere(valid)[0])
+    dx[i] = eps
+    np.testing.assert_allclose(g.numpy()[i], (loss(x + dx) - loss(x - dx)) / (2 * eps), rtol=1e-6)

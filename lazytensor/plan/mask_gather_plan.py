@@ -47,3 +47,45 @@ def _build_mask_gather(node, backend, cut, out):
 
 HEAVY["mask_gather"] = _build_mask_gather
 ROOT_WRITERS.add("mask_gather")
+
+
+class MaskExpand:
+    """out[...] = 0; out[mask] = g: the adjoint of a mask gather (its gradient), by the array library."""
+    __slots__ = ("backend", "g", "mask", "out")
+
+    def __init__(self, backend, g, mask, out):
+        self.backend, self.g, self.mask, self.out = backend, g, mask, out
+
+    def run(self):
+        self.out[...] = 0
+        self.out[self.mask] = self.g
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord("mask_expand", self.backend.name, "scatter", int(self.out.size),
+                                                      "memory", 0.0, "array library"))
+
+    def capture_refusal(self):
+        return "a boolean-mask scatter runs in the array library (CuPy may synchronize)"
+
+    def describe(self, source: bool = True) -> str:
+        library = "NumPy" if self.backend.name == "cpu" else "CuPy"
+        return (f"MaskExpand on {self.backend.name}: zeros of {self.out.shape} {self.out.dtype} with g "
+                f"{self.g.shape} written where the mask is true, by {library}'s boolean indexing (the gradient "
+                f"of a mask gather)")
+
+
+def _build_mask_expand(node, backend, cut, out):
+    steps: list = []
+    g = materialized(cut(node.args[0]), backend, steps).data
+    mask = node.args[1].data
+    target = out
+    if out is None or may_overlap(out, g) or may_overlap(out, mask):
+        target = backend.empty(tuple(node.shape), node.dtype)
+    steps.append(MaskExpand(backend, g, mask, target))
+    if out is not None and target is not out:
+        steps.append(copy_step(backend, target, out, "the scatter's operand overlaps the destination: written into "
+                                                     "a temporary, copied here"))
+    return steps, Tensor(target, node.device)
+
+
+HEAVY["mask_expand"] = _build_mask_expand
+ROOT_WRITERS.add("mask_expand")
