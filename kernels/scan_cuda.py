@@ -5,9 +5,11 @@ One thread per row: a row is one (outer, inner) pair of indices, the dimensions 
 the axis. The thread walks the axis in order, computing the fused elementwise program at each element
 and storing the running value, in the same order and roundings as NumPy (kernels/scan.py). Adjacent
 threads take adjacent inner indices, so a scan along any axis but the last reads and writes
-coalesced memory. Limits: parallelism is the number of rows, so a long 1-D scan, or few long rows
-along the last axis, runs on few threads (correct, but far from the bandwidth a blocked scan
-would reach: a later step, kept out of this kernel so that its results stay NumPy's bit for bit).
+coalesced memory. Its limit: parallelism is the number of rows. A scan of few long rows (a long 1-D
+cumsum) would run on a handful of threads, so it takes CuPy's scan instead (`library_fallback`):
+the fused expression is evaluated into a temporary by one elementwise kernel, and cupy.cumsum /
+cupy.cumprod scans it in parallel, in another summation order than NumPy's (float results then
+differ from NumPy's by rounding). explain says which one runs.
 Shapes and element strides are kernel arguments; the operand classes (broadcast or not, per
 dimension) are part of the source.
 """
@@ -86,6 +88,18 @@ def render_cuda_scan(program: ElementwiseProgram, spec: Scan, input_shapes) -> C
     return CudaSource(name, head + "\n" + kernel, float16, kernel)
 
 
+# Fewer rows than this, each at least FALLBACK_LENGTH long: CuPy's parallel scan (module docstring).
+FALLBACK_ROWS = 4096
+FALLBACK_LENGTH = 1024
+
+
+def library_fallback(spec: Scan) -> bool:
+    """Whether this scan runs as an elementwise kernel and CuPy's scan instead of the one-thread-per-row
+    kernel: too few rows to fill the GPU, each long enough for the sequential walk to dominate."""
+    outer, n, inner = spec.split()
+    return outer * inner < FALLBACK_ROWS and n >= FALLBACK_LENGTH
+
+
 def _strides(a) -> list:
     return [s // a.itemsize for s in a.strides]
 
@@ -114,6 +128,15 @@ def run_scan(backend, program, spec: Scan, out, inputs, scalars) -> None:
     rows = outer * inner
     if rows == 0 or n == 0:
         return
+    if library_fallback(spec):
+        import cupy
+        values = backend.empty(spec.shape, spec.out_dtype)
+        backend.run_elementwise(program, values, inputs, scalars)
+        out[...] = getattr(cupy, spec.kind)(values, axis=spec.axis, dtype=spec.out_dtype)
+        if launch_log.listeners:
+            launch_log.record(launch_log.KernelRecord(f"cupy.{spec.kind}", "cuda", "scan", int(out.size), "memory",
+                                                      0.0, f"CuPy's scan: {rows} rows of {n}"))
+        return
     kernel, (cache, seconds) = scan_kernel(backend, program, spec, inputs)
     device = out.data.device_id
     function = backend._function(kernel, device)
@@ -133,7 +156,12 @@ def run_scan(backend, program, spec: Scan, out, inputs, scalars) -> None:
 
 
 def explain_scan(backend, program, spec: Scan, out, inputs) -> str:
-    kernel, _ = scan_kernel(backend, program, spec, inputs)
     outer, n, inner = spec.split()
+    if library_fallback(spec):
+        return (f"cupy.{spec.kind} over a temporary that one elementwise kernel fills with the expression: "
+                f"{outer * inner} rows of {n} are too few rows for one thread per row (fewer than "
+                f"{FALLBACK_ROWS}, each at least {FALLBACK_LENGTH} long); CuPy's parallel scan sums in another "
+                f"order than NumPy (floats differ by rounding)")
+    kernel, _ = scan_kernel(backend, program, spec, inputs)
     return (f"cuda scan kernel {kernel.name}: one thread per row ({outer * inner} rows of {n}), the axis in "
             f"order\n{kernel.source}")

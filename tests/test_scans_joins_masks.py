@@ -209,6 +209,15 @@ def test_masked_write_of_an_expression_mask_and_held_gathers():
 
 # -- CUDA: generated C compiled here, and run on a GPU -------------------------------------------------
 
+def test_few_long_rows_take_cupys_scan_on_cuda():
+    from lazytensor.kernels.scan import Scan
+    from lazytensor.kernels.scan_cuda import library_fallback
+    f32 = np.dtype(np.float32)
+    assert library_fallback(Scan("cumsum", 0, (1 << 20,), f32))          # one row: one thread would walk it all
+    assert not library_fallback(Scan("cumsum", 0, (1000, 5000), f32))    # 5000 rows of 1000, coalesced
+    assert not library_fallback(Scan("cumsum", 1, (64, 100), f32))       # short rows: the kernel
+
+
 def test_scan_cuda_kernels_compile_to_ptx():
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
     from lazytensor.kernels.nvrtc_check import compile_to_ptx
@@ -236,11 +245,18 @@ def test_scans_concatenate_and_masked_writes_on_cuda():
     x = rng.standard_normal((33, 70)).astype(np.float32)
     b = rng.standard_normal(70).astype(np.float32)
     t, v = lt.asarray(x, device="cuda"), lt.asarray(b, device="cuda")
-    for axis in (0, 1, None):
+    for axis in (0, 1):
         with lt.profile() as p:
             got = lt.evaluate(lt.cumsum(t * v + 1, axis=axis))
         assert _kinds(p) == ["scan"] and got.device == "cuda"
         np.testing.assert_array_equal(got.numpy(), np.cumsum(x * b + np.float32(1), axis=axis))
+    long = rng.standard_normal(300_000)                # one long row: CuPy's parallel scan
+    e = lt.cumsum(lt.asarray(long, device="cuda") * 2)
+    assert "cupy.cumsum over a temporary" in lt.explain(e)
+    with lt.profile() as p:
+        got = lt.evaluate(e)
+    assert _kinds(p) == ["elementwise", "scan"]
+    np.testing.assert_allclose(got.numpy(), np.cumsum(long * 2), rtol=1e-9, atol=1e-9)
     for dtype in ("int8", "float16", "bool", "uint32"):
         xi = (x * 5).astype(dtype)
         ti = lt.asarray(xi, device="cuda")

@@ -32,13 +32,21 @@ class FusedScan:
         _runner(self.backend).run_scan(self.backend, self.program, self.spec, self.out, self.inputs, self.scalars)
 
     def capture_refusal(self):
-        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+        if self.backend.name != "cuda":
+            return f"the {self.backend.name} backend has no graphs"
+        if _runner(self.backend).library_fallback(self.spec):
+            return "the scan runs in CuPy's library, over a temporary it takes on every call"
+        return None
 
     def describe(self, source: bool = True) -> str:
         s = self.spec
+        if self.backend.name == "cuda" and _runner(self.backend).library_fallback(s):
+            how = ("in CuPy's parallel order; the elementwise expression evaluated into a temporary first (few long "
+                   "rows: see below)")
+        else:
+            how = "in order (NumPy's roundings); the elementwise expression computed inside the scan's kernel"
         head = (f"FusedScan on {self.backend.name}: {s.kind} along axis {s.axis} of {s.shape}, accumulating in "
-                f"{s.out_dtype.name} in order (NumPy's roundings); {self.program.n_inputs} array inputs, the "
-                f"elementwise expression computed inside the scan's kernel")
+                f"{s.out_dtype.name} {how}; {self.program.n_inputs} array inputs")
         if self.note:
             head += f"\n  note: {self.note}"
         text = head + "\n" + "\n".join("    " + line for line in describe(self.program).splitlines())
