@@ -385,3 +385,36 @@ def test_mask_gather_gradient_goes_back_through_the_mask():
     i = tuple(np.argwhere(valid)[0])
     dx[i] = eps
     np.testing.assert_allclose(g.numpy()[i], (loss(x + dx) - loss(x - dx)) / (2 * eps), rtol=1e-6)
+
+
+# -- a longer hunt (pytest -m slow) ----------------------------------------------------------------------
+
+@pytest.mark.slow
+@settings(max_examples=120, deadline=None)
+@given(DTYPES.flatmap(lambda d: hnp.arrays(d, st.sampled_from([(6,), (4, 5), (3, 1, 4), (2, 3, 4)]),
+                                           elements=elements(d))), st.data())
+def test_hunt_scans_and_writes_through_views(x, data):
+    t = lt.asarray(x)
+    flip = data.draw(st.booleans())
+    tv, xv = (t[::-1], x[::-1]) if flip else (t, x)
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    kind = data.draw(st.sampled_from(["cumsum", "cumprod"]))
+    dtype = data.draw(st.sampled_from([None, "int64", "float64"]))
+    with np.errstate(all="ignore"):
+        want = getattr(np, kind)(xv + xv, axis=axis, dtype=dtype)
+        np.testing.assert_array_equal(getattr(lt, kind)(tv + tv, axis=axis, dtype=dtype).numpy(), want)
+        n = x.shape[0]
+        idx = data.draw(hnp.arrays(np.int64, st.integers(0, 6), elements=st.integers(-n, n - 1)))
+        y, w = lt.asarray(x.copy()), x.copy()
+        y[idx] = tv[0] if x.ndim > 1 else tv[0:1]
+        w[idx] = xv[0] if x.ndim > 1 else xv[0:1]
+        np.testing.assert_array_equal(y.numpy(), w)
+        mask = data.draw(hnp.arrays(bool, x.shape))
+        if x.dtype != bool:
+            y[mask] += (tv * tv)[mask]
+            w[mask] += (xv * xv)[mask]
+            np.testing.assert_array_equal(y.numpy(), w)
+        parts = [y, tv, t * 2 if x.dtype != bool else ~t]
+        axis2 = data.draw(st.integers(0, x.ndim - 1))
+        np.testing.assert_array_equal(lt.concatenate(parts, axis=axis2).numpy(),
+                                      np.concatenate([w, xv, x * 2 if x.dtype != bool else ~x], axis=axis2))
