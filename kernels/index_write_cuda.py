@@ -19,7 +19,9 @@ from .render_cuda import EXACT, STORAGE, CudaSource, _stored, body_lines, regist
 BLOCK = 256
 
 
-def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, input_shapes) -> CudaSource:
+def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, input_shapes, from_out=()) -> CudaSource:
+    """from_out: inputs that are the destination's own rows (`y[idx] += e`, no repeated entry): read
+    as out[out_o] just before the store there."""
     nd = len(value_shape)
     masks = layout_of(value_shape, input_shapes, False).masks
     in_dtypes = [np.dtype(d) for d in program.input_dtypes()]
@@ -43,7 +45,8 @@ def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, inp
         terms = [f"i{d} * in{k}_s{d}" for kk, d in strided if kk == k]
         body.append(f"    const long long in{k}_o = {' + '.join(terms) or '0'};")
     body.append("    const long long out_o = " + " + ".join(["r_ * out_s0"] + [f"i{d} * out_s{d}" for d in range(1, nd)]) + ";")
-    body += ["    " + line for line in body_lines(program, lambda k: register_value(f"in{k}[in{k}_o]", in_dtypes[k]))]
+    body += ["    " + line for line in body_lines(program, lambda k: register_value(
+        f"out[out_o]" if k in from_out else f"in{k}[in{k}_o]", in_dtypes[k]))]
     body += [f"    out[out_o] = {_stored(program)};", "}"]
     signature = ",\n        ".join(params)
     kernel = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) LT_SCATTER(\n        {signature})',
@@ -55,28 +58,29 @@ def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, inp
     return CudaSource(name, head + "\n" + kernel, float16, kernel)
 
 
-def _key(program, value_shape, inputs) -> tuple:
-    return ("index_write", program, len(value_shape), layout_of(value_shape, [a.shape for a in inputs], False).masks)
+def _key(program, value_shape, inputs, from_out) -> tuple:
+    return ("index_write", program, len(value_shape), layout_of(value_shape, [a.shape for a in inputs], False).masks,
+            from_out)
 
 
-def index_write_kernel(backend, program, value_shape, inputs) -> tuple:
+def index_write_kernel(backend, program, value_shape, inputs, from_out=()) -> tuple:
     built = []
 
     def build():
-        rendered = render_cuda_index_write(program, value_shape, [a.shape for a in inputs])
+        rendered = render_cuda_index_write(program, value_shape, [a.shape for a in inputs], from_out)
         cubin, path, cache, seconds = backend.compiler.cubin(rendered)
         built.append((cache, seconds))
         return CudaKernel(rendered, cubin, path, cache, seconds)
 
-    kernel = backend.kernels.get_or_build(_key(program, value_shape, inputs), build)
+    kernel = backend.kernels.get_or_build(_key(program, value_shape, inputs, from_out), build)
     return kernel, (built[0] if built else ("memory", 0.0))
 
 
-def run_index_write(backend, program, out, index, inputs, scalars, value_shape) -> None:
+def run_index_write(backend, program, out, index, inputs, scalars, value_shape, from_out=()) -> None:
     n = int(np.prod(value_shape))
     if n == 0:
         return
-    kernel, (cache, seconds) = index_write_kernel(backend, program, value_shape, inputs)
+    kernel, (cache, seconds) = index_write_kernel(backend, program, value_shape, inputs, from_out)
     function = backend._function(kernel, out.data.device_id)
     masks = layout_of(value_shape, [a.shape for a in inputs], False).masks
     args = [out, index, *inputs]
@@ -93,7 +97,7 @@ def run_index_write(backend, program, out, index, inputs, scalars, value_shape) 
                                                   "one thread per value element"))
 
 
-def explain_index_write(backend, program, out, index, inputs, value_shape) -> str:
-    kernel, _ = index_write_kernel(backend, program, value_shape, inputs)
+def explain_index_write(backend, program, out, index, inputs, value_shape, from_out=()) -> str:
+    kernel, _ = index_write_kernel(backend, program, value_shape, inputs, from_out)
     return (f"cuda scatter kernel {kernel.name}: one thread per value element; a repeated row's winner is "
             f"undefined (as CuPy)\n{kernel.source}")

@@ -333,6 +333,7 @@ def test_index_write_cuda_kernels_compile_to_ptx():
         program = program_for((("load", dtype, 0), ("load", dtype, 1), (op, dtype, 0, 1)), 2, (), dtype)
         for shape, shapes in (((3,), [(3,), ()]), ((2, 5), [(5,), (2, 5)]), ((2, 3, 4), [(2, 1, 4), (4,)])):
             compile_to_ptx(render_cuda_index_write(program, shape, shapes).source, optimize=False)
+            compile_to_ptx(render_cuda_index_write(program, shape, shapes, from_out=(0,)).source, optimize=False)
 
 
 @pytest.mark.gpu
@@ -349,7 +350,9 @@ def test_index_writes_on_cuda():
     assert _kinds(p) == ["scatter"]
     want[idx] = a * np.float16(2) - np.float16(1)
     np.testing.assert_array_equal(y.numpy(), want)
-    y[idx[::-1]] += ta
+    with lt.profile() as p:
+        y[idx[::-1]] += ta                             # no repeats: the kernel reads the rows it writes
+    assert _kinds(p) == ["scatter"]
     want[idx[::-1]] += a
     np.testing.assert_array_equal(y.numpy(), want)
 
@@ -418,3 +421,47 @@ def test_hunt_scans_and_writes_through_views(x, data):
         axis2 = data.draw(st.integers(0, x.ndim - 1))
         np.testing.assert_array_equal(lt.concatenate(parts, axis=axis2).numpy(),
                                       np.concatenate([w, xv, x * 2 if x.dtype != bool else ~x], axis=axis2))
+
+
+def test_index_update_in_place_is_one_scatter_kernel_reading_its_rows():
+    rng = np.random.default_rng(7)
+    x, a = rng.standard_normal((6, 4)), rng.standard_normal(4)
+    y, want, ta = lt.asarray(x.copy()), x.copy(), lt.asarray(a)
+    idx = np.array([4, -1, 0])
+    with lt.profile() as p:
+        y[idx] += ta * 2                               # no gather: the kernel reads y's rows, then writes them
+    want[idx] += a * 2
+    assert _kinds(p) == ["scatter"]
+    np.testing.assert_array_equal(y.numpy(), want)
+    ti = lt.asarray(idx)
+    with lt.profile() as p:
+        y[ti] = y[ti] * 3 - ta
+    want[idx] = want[idx] * 3 - a
+    assert _kinds(p) == ["scatter"]
+    np.testing.assert_array_equal(y.numpy(), want)
+    from lazytensor.ops.index_write import RowsFromDestination, index_write
+    placeholder = lt.Tensor(np.broadcast_to(np.zeros(()), (3, 4)), "cpu")
+    text = lt.explain(index_write(y, idx, placeholder + 1, RowsFromDestination(placeholder)), source=False)
+    assert "each element read from the result just before it is written" in text
+    with lt.profile() as p:
+        y[[1, 1, 2]] += 1.0                            # repeated rows add once (NumPy's buffered update): gather first
+    want[[1, 1, 2]] += 1.0
+    assert _kinds(p) == ["gather", "scatter"]
+    np.testing.assert_array_equal(y.numpy(), want)
+    g = y[ti]                                          # held: it keeps its values
+    old = want[idx].copy()
+    y[ti] = g + 1
+    want[idx] += 1
+    np.testing.assert_array_equal(g.numpy(), old)
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_row_gather_gradient_adds_repeated_rows():
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+    t = lt.asarray(x)
+    idx = [3, 0, 3, 1]
+    (g,) = lt.grad(lt.sum(t[idx] * t[idx] * lt.asarray(w)), [t])
+    want = np.zeros_like(x)
+    np.add.at(want, idx, 2 * x[idx] * w)
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)

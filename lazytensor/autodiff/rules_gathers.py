@@ -14,3 +14,14 @@ def _mask_gather(node, g):
         return (None, None)
     g = g.astype(x.dtype)
     return (Expr("mask_expand", (g, mask), tuple(x.shape), x.dtype, x.device, heavy=True), None)
+
+
+@gradient_rule("row_gather")
+def _row_gather(node, g):
+    """`x[idx]` along the first axis: the output gradient added into zeros at the indexed rows, a
+    repeated row receiving the sum of its gradients."""
+    x, index = node.args
+    if x.dtype.kind != "f":
+        return (None, None)
+    g = g.astype(x.dtype)
+    return (Expr("row_scatter_add", (g, index), tuple(x.shape), x.dtype, x.device, heavy=True), None)

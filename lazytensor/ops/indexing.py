@@ -97,6 +97,9 @@ def getitem(x, key):
     mask = own_shape_mask(key, tuple(x.shape))
     if mask is not None:
         return mask_gather(x, mask)
+    from lazytensor.ops.index_write import row_gather, row_index
+    if row_index(key) is not None and len(x.shape):
+        return row_gather(x, key)                               # lazy: `y[idx] += e` fuses
     t = evaluated(x)
     xp = array_module(t.device)
     return Tensor(xp.ascontiguousarray(t.data[_device_key(key, t.device, xp)]), t.device)
@@ -114,11 +117,9 @@ def setitem(dest, key, value) -> None:
     mask = own_shape_mask(key, tuple(dest.shape))
     if mask is not None and fused_write(dest, mask, value):     # (fused_write counts the references to value)
         return
-    from lazytensor.ops.index_write import index_write, row_index
-    rows = row_index(key)
-    if rows is not None:
-        from lazytensor.plan.evaluate import assign
-        assign(dest, index_write(dest, rows, value))            # ONE scatter kernel, e fused into it
+    from lazytensor.ops.index_write import fused_index_write, row_index
+    if row_index(key) is not None:
+        fused_index_write(dest, key, value)                     # ONE scatter kernel, e fused into it
         return
     if not getattr(getattr(dest.data, "flags", None), "writeable", True):
         raise ValueError("assignment destination is read-only")

@@ -121,11 +121,12 @@ def _frame_refs(value) -> int:
     return sys.getrefcount(value)
 
 
-def _retire(value, consumed) -> None:
+def _retire(value, consumed, planned=False) -> None:
     """The gathers a fused write replaced by their operands, in a value nothing but this call holds
     (`y[mask] += e` builds one): nothing can evaluate them after the write, so they stop reading
     their tensors and operands, which the write would otherwise evaluate first to keep their
-    values. Only where every node from the value down to them is held by nothing else."""
+    values. Only where every node from the value down to them is held by nothing else. planned:
+    gathers that the write's plan still computes (its steps read them before the write)."""
     from lazytensor.plan.writes import _Dag
     dag = _Dag([value])
     gathers = {id(g) for g in consumed}
@@ -138,8 +139,9 @@ def _retire(value, consumed) -> None:
         for a in g.args:
             if type(a) is Tensor:
                 unregister(g, a)
-        g.args = ()
-        g.heavy = False
+        if not planned:             # (planned: the write's own plan still runs them, before it writes)
+            g.args = ()
+            g.heavy = False
 
 
 def _size(shape) -> int:
@@ -197,3 +199,34 @@ def _probe_fused_write(dest, mask, value):
 
 _Probe()[0] = object()
 _TEMPORARY_REFS = _Probe.count
+
+
+def rebuilt(node, replace):
+    """`node` with each node n of its elementwise part for which replace(n) is not None replaced by
+    it, the elementwise ops above rebuilt (NumPy's promotion again; casts kept); None where a
+    replacement's shape does not fit."""
+    memo: dict = {}
+
+    def walk(n):
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        out = replace(n)
+        if out is None:
+            out = n
+            if type(n) is Expr and n.result is None and (n.op in OPS or n.op == "astype"):
+                args = [walk(a) for a in n.args]
+                if any(a is not b for a, b in zip(args, n.args)):
+                    if n.op == "astype":
+                        out = astype(args[0], n.dtype)
+                    else:
+                        out = apply(n.op, *[a.dtype.type(a.value) if isinstance(a, Const) else a for a in args])
+                        if out.dtype != n.dtype:
+                            out = astype(out, n.dtype)
+        memo[id(n)] = out
+        return out
+
+    try:
+        return walk(node)
+    except ValueError:
+        return None
