@@ -139,7 +139,8 @@ def fused_index_write(dest, key, value) -> None:
         return
     idx = consumed[0].args[1]
     xp = array_module(dest.device)
-    repeats = idx.shape[0] != int(xp.unique(idx.data).shape[0])     # a host sync on CUDA
+    rows_written = xp.where(idx.data < 0, idx.data + dest.shape[0], idx.data)      # -1 and n - 1 are one row
+    repeats = idx.shape[0] != int(xp.unique(rows_written).shape[0])                # a host sync on CUDA
     value_shape = (idx.shape[0],) + tuple(dest.shape[1:])
     placeholder = Tensor(xp.broadcast_to(xp.zeros((), dest.dtype), value_shape), dest.device)
     ids = {id(g) for g in consumed}
