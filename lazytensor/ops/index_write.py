@@ -165,7 +165,7 @@ def _find_row_gathers(node, token, dest, found, seen):
         return
     seen.add(id(node))
     if node.op == "row_gather":
-        if node.attrs.obj is token and node.args[0] is dest:
+        if node.attrs.of(token) and node.args[0] is dest:
             found.append(node)
         return
     from lazytensor.kernels.ops import OPS

@@ -18,6 +18,7 @@ mask is evaluated when the gather is built (a host sync on CUDA), while `a` stay
 from __future__ import annotations
 
 import sys
+import weakref
 
 import numpy as np
 
@@ -32,13 +33,22 @@ from lazytensor.plan import mask_gather_plan as _mask_gather_plan  # noqa: F401 
 
 
 class MaskToken:
-    """The mask a gather was taken with, as the user passed it (a Tensor, a NumPy array, an evaluated
-    expression), to recognise `y[mask] = ...x[mask]...` by identity. All tokens compare equal: the
-    plan of a gather does not depend on which mask it was (plan recipes key on the structure)."""
-    __slots__ = ("obj",)
+    """The key a gather was taken with, as the user passed it (a mask or an index: a Tensor, a NumPy
+    array, an evaluated expression, a list), to recognise `y[key] = ...x[key]...` by identity. Held
+    by weak reference where the object allows (plan recipes keep their keys' attributes: a large
+    mask must not stay alive in them). All tokens compare equal: the plan of a gather does not
+    depend on which key it was (plan recipes key on the structure)."""
+    __slots__ = ("ref",)
 
     def __init__(self, obj):
-        self.obj = obj
+        try:
+            self.ref = weakref.ref(obj)
+        except TypeError:           # a list: kept (small), and compared by identity all the same
+            self.ref = lambda obj=obj: obj
+
+    def of(self, key) -> bool:
+        """Whether the gather was taken with this very object."""
+        return self.ref() is key
 
     def __eq__(self, other):
         return isinstance(other, MaskToken)
@@ -164,7 +174,7 @@ def _spread(node, token, shape, memo, consumed):
     gather = type(node) is Expr and node.result is None and node.op == "mask_gather"
     elementwise = type(node) is Expr and node.result is None and (node.op in OPS or node.op == "astype")
     out = None
-    if gather and node.attrs.obj is token and tuple(node.args[0].shape) == shape:
+    if gather and node.attrs.of(token) and tuple(node.args[0].shape) == shape:
         out = node.args[0]
         consumed.append(node)
     elif elementwise:
