@@ -69,3 +69,10 @@ def register(node, ref, t) -> None:
     m.append(ref)
     if len(m) > m.limit:
         m.sweep()
+
+
+def unregister(node, t) -> None:
+    """`node` no longer reads Tensor `t`: for a node that nothing can evaluate any more (a gather
+    that a masked write consumed, lazytensor.ops.masked), so that the write need not settle it."""
+    m = memory_of(t)
+    m[:] = [r for r in m if r() is not node]

@@ -19,6 +19,10 @@ def render_tree(root) -> str:
             spec = node.attrs
             kind = "std" if spec.root else spec.kind
             return f"{kind}({call_args[0]}, axis={spec.axes})"
+        if node.op == "scan":
+            return f"{node.attrs.kind}({call_args[0]}, axis={node.attrs.axis})"
+        if node.op == "concatenate":
+            return f"concatenate([{', '.join(call_args)}], axis={node.attrs})"
         if node.op == "materialize":
             return f"materialize({call_args[0]})"
         if node.op == "astype":

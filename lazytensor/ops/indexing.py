@@ -88,27 +88,38 @@ def _device_key(key, device, xp):
     return tuple(out)
 
 
-def getitem(x, key) -> Tensor:
-    """a[idx], a[mask]: a gather into a new tensor, as NumPy's advanced indexing (a copy). x and
-    the index are evaluated; a mask's result size depends on its data (a host sync on CUDA)."""
+def getitem(x, key):
+    """a[idx], a[mask]: a gather, as NumPy's advanced indexing (a copy). With a mask of a's shape it
+    is lazy (lazytensor.ops.masked: the mask is evaluated for its count, a host sync on CUDA, and a
+    stays an expression, so `y[mask] += e` fuses); otherwise x and the index are evaluated and the
+    result is a new tensor."""
+    from lazytensor.ops.masked import mask_gather, own_shape_mask
+    mask = own_shape_mask(key, tuple(x.shape))
+    if mask is not None:
+        return mask_gather(x, mask)
+    from lazytensor.ops.index_write import row_gather, row_index
+    if row_index(key) is not None and len(x.shape):
+        return row_gather(x, key)                               # lazy: `y[idx] += e` fuses
     t = evaluated(x)
     xp = array_module(t.device)
     return Tensor(xp.ascontiguousarray(t.data[_device_key(key, t.device, xp)]), t.device)
 
 
 def setitem(dest, key, value) -> None:
-    """y[mask] = v, y[idx] = v. A mask of y's shape with a scalar value is ONE fused kernel,
-    y[...] = where(mask, v, y) (so is `y[mask] += s`'s write); other values are evaluated and
-    scattered by the device's array library. Casting is the 'same_kind' rule of every assignment."""
+    """y[mask] = v, y[idx] = v. With a mask of y's shape, a value of one element or built from
+    gathers with the same mask (`y[mask] += e`, `y[mask] = x[mask] * 2`) is ONE fused kernel,
+    y[...] = where(mask, v', y) (lazytensor.ops.masked); with one integer index array along the first
+    axis, ONE scatter kernel computing v (lazytensor.ops.index_write); other keys and values are
+    evaluated and scattered by the device's array library. Casting is the 'same_kind' rule of every assignment."""
     from lazytensor.core import dtypes as _dt
     from lazytensor.core.operand import Operand
-    from lazytensor.ops.elementwise import where
-    from lazytensor.plan.evaluate import assign
-    mask = key if not isinstance(key, tuple) else (key[0] if len(key) == 1 else None)
-    is_mask = isinstance(mask, (Operand, np.ndarray)) and mask.dtype == np.dtype(bool) and mask.shape == dest.shape
-    scalar = not isinstance(value, (Operand, np.ndarray, list, tuple)) or getattr(value, "shape", None) == ()
-    if is_mask and scalar:
-        assign(dest, where(mask, value, dest))
+    from lazytensor.ops.masked import fused_write, own_shape_mask
+    mask = own_shape_mask(key, tuple(dest.shape))
+    if mask is not None and fused_write(dest, mask, value):     # (fused_write counts the references to value)
+        return
+    from lazytensor.ops.index_write import fused_index_write, row_index
+    if row_index(key) is not None:
+        fused_index_write(dest, key, value)                     # ONE scatter kernel, e fused into it
         return
     if not getattr(getattr(dest.data, "flags", None), "writeable", True):
         raise ValueError("assignment destination is read-only")

@@ -1,14 +1,17 @@
 """Joining tensors: concatenate, stack, hstack, vstack, as NumPy's.
 
-The result is a new tensor, evaluated when the function is called: each part is one assignment
-(one fused kernel, its own expression included) into its slice of the result. The result dtype is
-NumPy's (np.result_type of the parts) and the shapes are checked as NumPy checks them."""
+concatenate is lazy: a heavy node whose plan (lazytensor.plan.concatenate_plan) evaluates each part,
+its own expression fused in, straight into its slice of the result (one kernel per part, no
+temporary per part). stack, hstack and vstack are concatenations of views of the parts. The result
+dtype is NumPy's (np.result_type of the parts) and the shapes are checked as NumPy checks them."""
 from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.core.expr import Expr
 from lazytensor.core.operand import Operand
-from lazytensor.core.tensor import Tensor, as_node, empty
+from lazytensor.core.tensor import Tensor, as_node
+from lazytensor.plan import concatenate_plan as _concatenate_plan  # noqa: F401  (registers its planner)
 from lazytensor.ops.views import expand_dims, ravel, reshape
 
 
@@ -24,8 +27,8 @@ def _parts(arrays, what):
     return parts
 
 
-def concatenate(arrays, axis=0, dtype=None) -> Tensor:
-    """np.concatenate: the parts joined along an existing axis (axis=None: flattened first)."""
+def concatenate(arrays, axis=0, dtype=None):
+    """np.concatenate: the parts joined along an existing axis (axis=None: flattened first), lazily."""
     parts = _parts(arrays, "concatenate")
     if axis is None:
         parts, axis = [ravel(p) for p in parts], 0
@@ -48,17 +51,10 @@ def concatenate(arrays, axis=0, dtype=None) -> Tensor:
     out_dtype = np.result_type(*(p.dtype for p in parts)) if dtype is None else np.dtype(dtype)
     shape = list(parts[0].shape)
     shape[axis] = sum(p.shape[axis] for p in parts)
-    out = empty(tuple(shape), out_dtype, parts[0].device)
-    start = 0
-    for p in parts:
-        stop = start + p.shape[axis]
-        if stop > start:
-            out[(slice(None),) * axis + (slice(start, stop),)] = p if p.dtype == out_dtype else p.astype(out_dtype)
-        start = stop
-    return out
+    return Expr("concatenate", tuple(parts), tuple(shape), out_dtype, parts[0].device, heavy=True, attrs=axis)
 
 
-def stack(arrays, axis=0) -> Tensor:
+def stack(arrays, axis=0):
     """np.stack: the parts (of one shape) joined along a new axis."""
     parts = _parts(arrays, "stack")
     if len({p.shape for p in parts}) > 1:
@@ -69,13 +65,13 @@ def stack(arrays, axis=0) -> Tensor:
     return concatenate([expand_dims(p, axis % nd) for p in parts], axis=axis % nd)
 
 
-def hstack(arrays) -> Tensor:
+def hstack(arrays):
     """np.hstack: along axis 1, or axis 0 for 1-D parts."""
     parts = [_at_least_1d(p) for p in _parts(arrays, "hstack")]
     return concatenate(parts, axis=0 if parts[0].ndim == 1 else 1)
 
 
-def vstack(arrays) -> Tensor:
+def vstack(arrays):
     """np.vstack: along axis 0, 1-D parts as rows."""
     parts = [_at_least_1d(p) for p in _parts(arrays, "vstack")]
     return concatenate([reshape(p, (1, p.shape[0])) if p.ndim == 1 else p for p in parts], axis=0)

@@ -1,48 +1,71 @@
 """Scans: cumsum, cumprod (the Array API's cumulative_sum, cumulative_prod), with NumPy's result
-dtypes (small integers and bool accumulate in the default integer). The elementwise expression
-feeding the scan is evaluated first as one fused kernel; the scan itself runs in the device's
-array library (NumPy or CuPy)."""
+dtypes (small integers and bool accumulate in the default integer, float16 in float16 rounded at
+every step). A scan is a heavy node, like a reduction: its plan (lazytensor.plan.scan_plan) is one
+kernel that computes the elementwise expression feeding it as it scans, and what reads the result
+fuses into a following kernel. Its gradient (cumsum's) is in lazytensor.autodiff.rules_scans."""
 from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.core.tensor import Tensor
-from lazytensor.ops.device_arrays import array_module, evaluated
+from lazytensor.core import dtypes as _dt
+from lazytensor.core.expr import Expr
+from lazytensor.core import tensor as _tensor
+from lazytensor.kernels.scan import Scan
+from lazytensor.ops.views import ravel, broadcast_to
+from lazytensor.plan import scan_plan as _scan_plan  # noqa: F401  (registers the "scan" planner)
+
+_dtypes: dict = {}
+
+
+def _result_dtype(kind, src: np.dtype, dtype) -> np.dtype:
+    """NumPy's own choice, asked of NumPy once per case."""
+    key = (kind, src, dtype)
+    out = _dtypes.get(key)
+    if out is None:
+        out = _dtypes[key] = np.dtype(getattr(np, kind)(np.zeros(1, src), dtype=dtype).dtype)
+    return out
 
 
 def _scan(kind, x, axis, dtype, include_initial=False):
-    t = evaluated(x)
-    xp = array_module(t.device)
-    data = t.data.reshape(-1) if axis is None else t.data
-    axis = 0 if axis is None else axis
-    if dtype is None:
-        dtype = getattr(np, kind)(np.zeros(1, t.dtype)).dtype    # NumPy's own choice for t.dtype
-    out = getattr(xp, kind)(data, axis=axis, dtype=dtype)
-    if include_initial:
-        shape = list(out.shape)
-        shape[axis] = 1
-        first = xp.full(shape, 0 if kind == "cumsum" else 1, dtype=out.dtype)
-        out = xp.concatenate([first, out], axis=axis)
-    return Tensor(out, t.device)
+    x = _tensor.as_node(x)
+    if dtype is not None:
+        dtype = _dt.check_supported(dtype)
+    if axis is None:
+        x, axis = ravel(x), 0
+    nd = len(x.shape)
+    axis = int(axis)
+    if not -nd <= axis < nd:
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension {nd}")
+    axis %= nd
+    out_dtype = _result_dtype(kind, x.dtype, dtype)
+    spec = Scan(kind, axis, tuple(x.shape), out_dtype)
+    node = Expr("scan", (x,), spec.shape, out_dtype, x.device, heavy=True, attrs=spec)
+    if not include_initial:
+        return node
+    from lazytensor.ops.joining import concatenate
+    first = list(spec.shape)
+    first[axis] = 1
+    identity = _tensor.asarray(np.full((), spec.identity, out_dtype), device=x.device)
+    return concatenate([broadcast_to(identity, tuple(first)), node], axis=axis)
 
 
-def cumsum(x, axis=None, dtype=None) -> Tensor:
-    """np.cumsum along `axis` (None: of the flattened x)."""
+def cumsum(x, axis=None, dtype=None):
+    """np.cumsum along `axis` (None: of the flattened x), lazily."""
     return _scan("cumsum", x, axis, dtype)
 
 
-def cumprod(x, axis=None, dtype=None) -> Tensor:
-    """np.cumprod along `axis` (None: of the flattened x)."""
+def cumprod(x, axis=None, dtype=None):
+    """np.cumprod along `axis` (None: of the flattened x), lazily."""
     return _scan("cumprod", x, axis, dtype)
 
 
-def cumulative_sum(x, axis=None, dtype=None, include_initial=False) -> Tensor:
+def cumulative_sum(x, axis=None, dtype=None, include_initial=False):
     """np.cumulative_sum: as cumsum, but axis may be None only for 1-D x; include_initial
     prepends the 0."""
     return _scan("cumsum", x, _cumulative_axis(x, axis), dtype, include_initial)
 
 
-def cumulative_prod(x, axis=None, dtype=None, include_initial=False) -> Tensor:
+def cumulative_prod(x, axis=None, dtype=None, include_initial=False):
     return _scan("cumprod", x, _cumulative_axis(x, axis), dtype, include_initial)
 
 
