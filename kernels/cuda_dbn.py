@@ -65,7 +65,21 @@ __device__ __forceinline__ float lt_masked(float g, unsigned int m, int j) {{
 """
 
 _SUMS = r"""
-extern "C" __global__ void __launch_bounds__(256) {name}(
+// One row's vector into the thread's sums: s0 += dY', s1 += dY' * (x - mean)
+__device__ __forceinline__ void lt_accumulate(uint4 gv, uint4 cv, unsigned int m, const float mu[8], float s0[8],
+                                              float s1[8]) {{
+    float g[8], c[8];
+    lt_unpack8(gv, g);
+    lt_unpack8(cv, c);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {{
+        const float d = lt_masked(g[j], m, j);
+        s0[j] = __fadd_rn(s0[j], d);
+        s1[j] = __fmaf_rn(d, __fsub_rn(c[j], mu[j]), s1[j]);
+    }}
+}}
+
+extern "C" __global__ void __launch_bounds__(256, 4) {name}(
         const uint4* __restrict__ dy, const uint4* __restrict__ x, const unsigned char* __restrict__ mask,
         const float* __restrict__ mean, float* __restrict__ partial, long long rows, int V) {{
     __shared__ float red[16 * 256];     // [value q][thread row][thread column]: q < 8 sum dY', else sum dY' * (x - mean)
@@ -78,22 +92,27 @@ extern "C" __global__ void __launch_bounds__(256) {name}(
 #pragma unroll
         for (int j = 0; j < 8; ++j) mu[j] = mean[v * 8 + j];
         const long long stride = (long long)gridDim.x * TY;
-        for (long long r = (long long)blockIdx.x * TY + threadIdx.y; r < rows; r += stride) {{
-            const long long e = r * V + v;           // the vector's index, and its mask byte's
-            float g[8], c[8];
-            lt_unpack8(__ldg(dy + e), g);
-            lt_unpack8(__ldg(x + e), c);
+        long long r = (long long)blockIdx.x * TY + threadIdx.y;
+        // two rows per trip: both rows' loads are in flight before either is summed
+        for (; r + stride < rows; r += 2 * stride) {{
+            const long long e0 = r * V + v, e1 = (r + stride) * V + v;   // a vector's index is its mask byte's
+            const uint4 g0 = __ldg(dy + e0), c0 = __ldg(x + e0), g1 = __ldg(dy + e1), c1 = __ldg(x + e1);
+#if RELU
+            const unsigned int m0 = __ldg(mask + e0), m1 = __ldg(mask + e1);
+#else
+            const unsigned int m0 = 0u, m1 = 0u;
+#endif
+            lt_accumulate(g0, c0, m0, mu, s0, s1);
+            lt_accumulate(g1, c1, m1, mu, s0, s1);
+        }}
+        if (r < rows) {{
+            const long long e = r * V + v;
 #if RELU
             const unsigned int m = __ldg(mask + e);
 #else
             const unsigned int m = 0u;
 #endif
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {{
-                const float d = lt_masked(g[j], m, j);
-                s0[j] += d;
-                s1[j] = __fmaf_rn(d, __fsub_rn(c[j], mu[j]), s1[j]);
-            }}
+            lt_accumulate(__ldg(dy + e), __ldg(x + e), m, mu, s0, s1);
         }}
     }}
     const int t = threadIdx.y * TX + threadIdx.x;
@@ -107,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(256) {name}(
     for (int o = t; o < 16 * TX; o += TX * TY) {{
         const int q = o / TX, col = o - q * TX;
         float s = 0.0f;
-        for (int y = 0; y < TY; ++y) s += red[(q * TY + y) * TX + col];
+        for (int y = 0; y < TY; ++y) s = __fadd_rn(s, red[(q * TY + y) * TX + col]);
         const int vv = blockIdx.y * TX + col;
         if (vv < V) partial[((long long)blockIdx.x * 2 + (q >> 3)) * K + vv * 8 + (q & 7)] = s;
     }}
@@ -136,7 +155,19 @@ extern "C" __global__ void {name}(const float* __restrict__ partial, const float
 """
 
 _DX = r"""
-extern "C" __global__ void __launch_bounds__(256) {name}(
+// One row's vector of d(conv_out): A * dY' + B + C * (x - mean)
+__device__ __forceinline__ uint4 lt_dx8(uint4 gv, uint4 cv, unsigned int m, const float a[8], const float b[8],
+                                        const float c[8], const float mu[8]) {{
+    float g[8], xc[8], d[8];
+    lt_unpack8(gv, g);
+    lt_unpack8(cv, xc);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        d[j] = __fmaf_rn(c[j], __fsub_rn(xc[j], mu[j]), __fmaf_rn(a[j], lt_masked(g[j], m, j), b[j]));
+    return lt_pack8(d);
+}}
+
+extern "C" __global__ void __launch_bounds__(256, 3) {name}(
         const uint4* __restrict__ dy, const uint4* __restrict__ x, const unsigned char* __restrict__ mask,
         const float* __restrict__ mean, const float* __restrict__ inv_var, const float* __restrict__ gamma,
         const float* __restrict__ sums, uint4* __restrict__ out, long long rows, int V, float per_value) {{
@@ -154,20 +185,27 @@ extern "C" __global__ void __launch_bounds__(256) {name}(
         mu[j] = mean[ch];
     }}
     const long long stride = (long long)gridDim.x * TY;
-    for (long long i = (long long)blockIdx.x * TY + threadIdx.y; i < rows; i += stride) {{
-        const long long e = (rows - 1 - i) * V + v;     // rows last read by lt_dbn_sums first: still in L2
-        float g[8], xc[8], d[8];
-        lt_unpack8(__ldg(dy + e), g);
-        lt_unpack8(__ldg(x + e), xc);
+    long long i = (long long)blockIdx.x * TY + threadIdx.y;
+    // rows from the last: those lt_dbn_sums read last are still in L2; two rows per trip, both loaded first
+    for (; i + stride < rows; i += 2 * stride) {{
+        const long long e0 = (rows - 1 - i) * V + v, e1 = (rows - 1 - i - stride) * V + v;
+        const uint4 g0 = __ldg(dy + e0), c0 = __ldg(x + e0), g1 = __ldg(dy + e1), c1 = __ldg(x + e1);
+#if RELU
+        const unsigned int m0 = __ldg(mask + e0), m1 = __ldg(mask + e1);
+#else
+        const unsigned int m0 = 0u, m1 = 0u;
+#endif
+        out[e0] = lt_dx8(g0, c0, m0, a, b, c, mu);
+        out[e1] = lt_dx8(g1, c1, m1, a, b, c, mu);
+    }}
+    if (i < rows) {{
+        const long long e = (rows - 1 - i) * V + v;
 #if RELU
         const unsigned int m = __ldg(mask + e);
 #else
         const unsigned int m = 0u;
 #endif
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-            d[j] = __fmaf_rn(c[j], __fsub_rn(xc[j], mu[j]), __fmaf_rn(a[j], lt_masked(g[j], m, j), b[j]));
-        out[e] = lt_pack8(d);
+        out[e] = lt_dx8(__ldg(dy + e), __ldg(x + e), m, a, b, c, mu);
     }}
 }}
 """
@@ -229,11 +267,13 @@ class DbnGeometry:
                 f"d(conv_out) grid {self.dx_grid[:2]}")
 
 
-def dbn_geometry(rows: int, k: int, sm_count: int, sums_blocks_per_sm: int = 4, dx_blocks_per_sm: int = 4
+def dbn_geometry(rows: int, k: int, sm_count: int, sums_blocks_per_sm: int = 4, dx_blocks_per_sm: int = 3
                  ) -> DbnGeometry:
-    """TX = min(V, 256) vector columns by TY = 256 // TX rows per block; about blocks_per_sm blocks
-    per SM in all (the row blocks split between the column chunks), never more row blocks than
-    there are row groups. Few row blocks keep the partial sums small (the finish reads them all)."""
+    """TX = min(V, 256) vector columns by TY = 256 // TX rows per block; blocks_per_sm blocks per SM
+    in all (the row blocks split between the column chunks): the occupancy each kernel's
+    __launch_bounds__ guarantees (4 and 3 blocks of 256 threads), so the grid is one wave and each
+    thread strides over rows; never more row blocks than there are row groups. Few row blocks also
+    keep the partial sums small (the finish reads them all)."""
     if k % VECTOR:
         raise ValueError(f"the dBN kernels take K a multiple of {VECTOR}; got K = {k}")
     v = k // VECTOR
@@ -254,7 +294,9 @@ def dbn_geometry(rows: int, k: int, sm_count: int, sums_blocks_per_sm: int = 4, 
 _loaded: dict = {}      # (relu, device id) -> {role: cupy function}
 
 
-def _functions(compiler, relu: bool, device_id: int) -> dict:
+def load(compiler, relu: bool, device_id: int) -> dict:
+    """{role: cupy function} of the stage's kernels on the device: compiled (or read from the cubin
+    cache) and loaded once per process."""
     key = (relu, device_id)
     functions = _loaded.get(key)
     if functions is None:
@@ -278,7 +320,7 @@ def dbn_sums(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, partia
     """sums (K, 2) float32 = [sum dY', sum dY' * x_hat] per channel; partial: float32
     (geometry.partial_rows, 2, K) scratch. dy, x: dense float16 (rows, K), 16-byte aligned; mask:
     the packed bits (None for the no-ReLU form); mean, inv_var: float32 (K,)."""
-    f = _functions(compiler, mask is not None, sums.device.id)
+    f = load(compiler, mask is not None, sums.device.id)
     rows, k = np.int64(geometry.rows), 8 * geometry.V
     f["sums"](geometry.sums_grid, geometry.block,
               (dy, x, mask if mask is not None else dy, mean, partial, rows, np.int32(geometry.V)))
@@ -288,7 +330,7 @@ def dbn_sums(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, partia
 
 def dbn_dx(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, gamma, sums, out, count: int) -> None:
     """out (rows, K) float16 = d(conv_out) from dY, the mask (None: no ReLU), x and the sums."""
-    f = _functions(compiler, mask is not None, out.device.id)
+    f = load(compiler, mask is not None, out.device.id)
     f["dx"](geometry.dx_grid, geometry.block,
             (dy, x, mask if mask is not None else dy, mean, inv_var, gamma, sums, out, np.int64(geometry.rows),
              np.int32(geometry.V), np.float32(1.0 / count)))
@@ -296,7 +338,7 @@ def dbn_dx(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, gamma, s
 
 def dbn_drelu(compiler, geometry: DbnGeometry, dy, mask, out) -> None:
     """out = dY' (d(skip) of the residual form), float16 (rows, K)."""
-    f = _functions(compiler, True, out.device.id)
+    f = load(compiler, True, out.device.id)
     f["drelu"](geometry.drelu_grid, (BLOCK_THREADS, 1, 1), (dy, mask, out, np.int64(geometry.rows * geometry.V)))
 
 

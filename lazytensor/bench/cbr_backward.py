@@ -8,6 +8,8 @@ against its peers and its floor, in the same run as the forward rows (lazytensor
   first layer               the same without dgrad (x is training data): faster by at least dgrad's time
   dBN stage                 stage 1 alone, against its own floor: one read of dY, of the conv output and of
                             the 1-bit mask, one write of d(conv_out)
+  dBN sums / d(conv_out)    on CUDA, each of stage 1's two vectorized kernels alone against its own floor
+  kernel
   PyTorch (CUDA)            channels_last, float16 under autocast, eager: torch.autograd.grad of the same
                             conv -> batch_norm -> relu for x, w, gamma, beta with the same dY; and the
                             same function through torch.compile (only where torch imports)
@@ -83,12 +85,41 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     table.floor(dbn, (3 * out_bytes + n_el / 8) / bw, "1 read of dY, of the conv output and of the mask + "
                                                        "1 write of d(conv_out)")
     guarded(table, dbn, "lazytensor stage 1 (drelu + dBN)", lambda: time_fn(b.stage1))
+    table.notes.append(f"{label}: dBN stage in two passes (the sums read dY, the conv output and the mask; "
+                       f"d(conv_out) reads them again and writes): at least {(5 * out_bytes + n_el / 4) / bw * 1e3:.3f} "
+                       "ms unless the second pass finds the first's last rows in L2")
+    try:
+        _stage_kernel_rows(table, label, b, time_fn, bw, guarded)
+    except Exception as e:  # noqa: BLE001 - the other rows stand without these
+        table.notes.append(f"{label}: stage 1's kernels not timed alone: {type(e).__name__}: {e}")
     d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
     text = lt.explain(d_conv, source=False)
     choice = [line.strip() for line in str(text).splitlines() if "stage 1:" in line]
     if choice:
         table.notes.append(f"{label}: backward {choice[0]}")
     return b
+
+
+def _stage_kernel_rows(table, label, b, time_fn, bw, guarded):
+    """Each kernel step of stage 1 timed alone, against its own floor: the vectorized dBN kernels on
+    CUDA (lazytensor.plan.cbr_dbn_cuda) where the plan has them."""
+    from lazytensor.kernels.backend import backend_for
+    from lazytensor.plan.planner import plan
+    d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, b.case.saved, b.case.gamma)
+    steps = plan(d_conv, b.d_conv.data, backend_for(b.case.device))
+    out_bytes, mask_bytes = b.case.out_bytes, b.case.out.data.size / 8
+    floors = {"DbnSumsStep": ("dBN sums kernel", 2 * out_bytes + mask_bytes,
+                              "1 read of dY, of the conv output and of the mask"),
+              "DbnDxStep": ("d(conv_out) kernel", 3 * out_bytes + mask_bytes,
+                            "1 read of dY, of the conv output and of the mask + 1 write of d(conv_out)")}
+    for step in steps:
+        found = floors.get(type(step).__name__)
+        if found is None:
+            continue
+        what, nbytes, why = found
+        row = f"{label} {what}"
+        table.floor(row, nbytes / bw, why)
+        guarded(table, row, f"lazytensor {what} alone", lambda step=step: time_fn(step.run))
 
 
 # -- peers ---------------------------------------------------------------------------------------

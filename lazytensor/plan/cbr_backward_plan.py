@@ -205,13 +205,13 @@ def _sums_step(backend, device, dy, conv_out, mean, inv_var, lanes, mask, bits, 
                                      "in one read of dY, the mask bits and the conv output"))
 
 
-def _vector_refusal(backend, activations, arrays) -> str | None:
+def _vector_refusal(backend, activations, arrays, channels=()) -> str | None:
     """Why the vectorized CUDA kernels (lazytensor.plan.cbr_dbn_cuda) do not run over `activations`
     (a node or an array: its dtype and shape) and `arrays` (the NHWC arrays they would touch), or None."""
     if backend.name != "cuda":
         return f"the {backend.name} backend"
     from lazytensor.plan.cbr_dbn_cuda import vector_refusal
-    return vector_refusal(activations.dtype, tuple(activations.shape), arrays)
+    return vector_refusal(activations.dtype, tuple(activations.shape), arrays, channels)
 
 
 def _add_note(step, text):
@@ -229,7 +229,7 @@ def _build_sums(node, backend, cut, out):
     arrays = _operands(node, backend, cut, steps)
     dy, conv_out, mean, inv_var, (lanes,), mask, bits = _split(node, arrays)
     result = _result(node, backend, out, arrays)
-    refusal = _vector_refusal(backend, conv_out, (dy, conv_out))
+    refusal = _vector_refusal(backend, conv_out, (dy, conv_out), (mean, inv_var))
     if refusal is None:
         from lazytensor.plan.cbr_dbn_cuda import DbnSumsStep
         steps.append(DbnSumsStep(backend, dy, conv_out, mask, mean, inv_var, result))
@@ -282,7 +282,7 @@ def _build_dx(node, backend, cut, out):
     dy, conv_out, mean, inv_var, (gamma, sums), mask, bits = _split(node, arrays)
     result = _result(node, backend, out, arrays)
     own: list = []
-    refusal = _vector_refusal(backend, node, (dy, conv_out, result))
+    refusal = _vector_refusal(backend, node, (dy, conv_out, result), (mean, inv_var, gamma))
     if refusal is None:
         from lazytensor.plan.cbr_dbn_cuda import DbnDxStep
         own.append(DbnDxStep(backend, dy, conv_out, mask, mean, inv_var, gamma, sums, result, node.attrs.count))

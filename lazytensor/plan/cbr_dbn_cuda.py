@@ -18,8 +18,9 @@ _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 
 
-def vector_refusal(dtype, shape, arrays) -> str | None:
-    """Why the vectorized dBN kernels cannot run over these activations, or None."""
+def vector_refusal(dtype, shape, arrays, channels=()) -> str | None:
+    """Why the vectorized dBN kernels cannot run over these activations (arrays: the NHWC ones they
+    would touch; channels: the per-channel vectors they would read), or None."""
     if np.dtype(dtype) != _F16:
         return f"the vectorized dBN kernels take float16 activations, not {np.dtype(dtype).name}"
     k = shape[-1] if shape else 0
@@ -27,10 +28,18 @@ def vector_refusal(dtype, shape, arrays) -> str | None:
         return f"the vectorized dBN kernels take K a multiple of 8 channels; K = {k}"
     if not cuda_dbn.aligned(*arrays):
         return "the vectorized dBN kernels need 16-byte-aligned activations; an operand or the destination is not"
+    for a in channels:
+        if a.dtype != _F32 or tuple(a.shape) != (k,) or not a.flags.c_contiguous:
+            return (f"the vectorized dBN kernels read dense float32 per-channel vectors of shape ({k},); "
+                    f"got {a.dtype} {tuple(a.shape)}")
     return None
 
 
-def geometry_for(shape, device_id: int) -> cuda_dbn.DbnGeometry:
+def geometry_for(backend, array, relu: bool) -> cuda_dbn.DbnGeometry:
+    """The launch shapes over an (..., K) CuPy array on its device. The kernels are compiled and
+    loaded here, at planning: never while a CUDA graph captures the steps."""
+    shape, device_id = array.shape, array.device.id
+    cuda_dbn.load(backend.compiler, relu, device_id)
     return cuda_dbn.dbn_geometry(math.prod(shape[:-1]), shape[-1], cuda_dbn.sm_count(device_id))
 
 
@@ -48,7 +57,7 @@ class DbnSumsStep:
     def __init__(self, backend, dy, x, mask, mean, inv_var, out):
         self.backend, self.dy, self.x, self.mask, self.mean, self.inv_var, self.out = (
             backend, dy, x, mask, mean, inv_var, out)
-        self.geometry = g = geometry_for(x.shape, x.device.id)
+        self.geometry = g = geometry_for(backend, x, mask is not None)
         self.partial = backend.empty((g.partial_rows, 2, 8 * g.V), _F32)
 
     def run(self):
@@ -66,7 +75,7 @@ class DbnSumsStep:
                 f"with 16-byte loads, float32 per thread, per-block partials summed in float64 in a fixed order "
                 f"(deterministic)\n  note: {self.geometry.describe()}")
         if source:
-            text += "\n" + _source(self.mask is not None, "sums")
+            text += "\n" + _source(self.mask is not None, "sums") + "\n" + _source(self.mask is not None, "finish")
         return text
 
 
@@ -79,7 +88,7 @@ class DbnDxStep:
         self.backend, self.dy, self.x, self.mask, self.mean, self.inv_var, self.gamma, self.sums, self.out = (
             backend, dy, x, mask, mean, inv_var, gamma, sums, out)
         self.count, self.note = count, note
-        self.geometry = geometry_for(x.shape, x.device.id)
+        self.geometry = geometry_for(backend, x, mask is not None)
 
     def run(self):
         cuda_dbn.dbn_dx(self.backend.compiler, self.geometry, self.dy, self.x, self.mask, self.mean, self.inv_var,
@@ -108,7 +117,7 @@ class DreluStep:
 
     def __init__(self, backend, dy, mask, out):
         self.backend, self.dy, self.mask, self.out = backend, dy, mask, out
-        self.geometry = geometry_for(dy.shape, dy.device.id)
+        self.geometry = geometry_for(backend, dy, True)
 
     def run(self):
         cuda_dbn.dbn_drelu(self.backend.compiler, self.geometry, self.dy, self.mask, self.out)
