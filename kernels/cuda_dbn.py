@@ -134,8 +134,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) {name}(
 """
 
 _FINISH = r"""
-extern "C" __global__ void {name}(const float* __restrict__ partial, const float* __restrict__ inv_var,
-                                  float* __restrict__ sums, int blocks, int K) {{
+extern "C" __global__ void __launch_bounds__(1024) {name}(const float* __restrict__ partial,
+        const float* __restrict__ inv_var, float* __restrict__ sums, int blocks, int K) {{
     // blockDim (32, 32): threadIdx.x picks one of the 2K (lane, channel) results, threadIdx.y every 32nd block
     __shared__ double red[32][33];
     const int q = blockIdx.x * 32 + threadIdx.x;     // lane * K + channel
@@ -211,8 +211,8 @@ extern "C" __global__ void __launch_bounds__(256, 3) {name}(
 """
 
 _DRELU = r"""
-extern "C" __global__ void {name}(const uint4* __restrict__ dy, const unsigned char* __restrict__ mask,
-                                  uint4* __restrict__ out, long long vectors) {{
+extern "C" __global__ void __launch_bounds__(256) {name}(const uint4* __restrict__ dy,
+        const unsigned char* __restrict__ mask, uint4* __restrict__ out, long long vectors) {{
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < vectors; e += stride) {{
         const unsigned int m = __ldg(mask + e);
