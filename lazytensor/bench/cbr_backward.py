@@ -79,6 +79,10 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     if None not in (t_full, t_first, t_dgrad):
         table.notes.append(f"{label}: first layer saves {(t_full - t_first) * 1e3:.3f} ms against a dgrad of "
                            f"{t_dgrad * 1e3:.3f} ms")
+    try:
+        _call_notes(table, label, b)
+    except Exception as e:  # noqa: BLE001 - notes only
+        table.notes.append(f"{label}: fwd+bwd call notes failed: {type(e).__name__}: {e}")
     for name, fn in peers:
         guarded(table, full, name, lambda fn=fn: time_fn(fn(b)))
     n_el = case.out.data.size
@@ -98,6 +102,41 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     if choice:
         table.notes.append(f"{label}: backward {choice[0]}")
     return b
+
+
+def _replay_line(expr, out) -> str:
+    text = str(lt.explain(expr, out=out, source=False))
+    return next((line for line in text.splitlines() if line.startswith("CUDA graph replay")), "no graph replay")
+
+
+def _call_notes(table, label, b):
+    """What each part of the fwd+bwd call does on the host: graph replay or steps from Python (after
+    the timed calls, so the counts are theirs), and its host time per call in a loop without
+    synchronization (a part whose host time exceeds its GPU time makes the row host-bound)."""
+    import time
+    case = b.case
+    sync = case.out.backend.synchronize
+    table.notes.append(f"{label} fwd+bwd, forward: {_replay_line(case.expression(True), case.out)}")
+    case.fused(True)        # explain filled the holder with arrays it planned: the forward's results again
+    d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
+    table.notes.append(f"{label} fwd+bwd, stage 1: {_replay_line(d_conv, b.d_conv)}")
+    table.notes.append(f"{label} fwd+bwd, lt.conv_grads: planned and launched step by step from Python on every call "
+                       "(it has no plan recipe and no graph replay)")
+    parts = {"forward": lambda: case.fused(True), "stage 1": b.stage1,
+             "conv_grads": lambda: lt.conv_grads(b.d_conv, case.x, case.w, b.attrs), "whole fwd+bwd": b.fwd_bwd}
+    times = []
+    for name, fn in parts.items():
+        fn()
+        sync()
+        rounds = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(10):
+                fn()
+            rounds.append((time.perf_counter() - t) / 10)
+            sync()
+        times.append(f"{name} {sorted(rounds)[2] * 1e6:.0f} us")
+    table.notes.append(f"{label} fwd+bwd, host time per call (no synchronization inside the loop): " + ", ".join(times))
 
 
 def _stage_kernel_rows(table, label, b, time_fn, bw, guarded):
