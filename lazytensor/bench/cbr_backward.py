@@ -62,6 +62,11 @@ class BackwardCase:
 def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     """The fwd+bwd, first-layer and dBN-stage rows of one shape. time_fn(fn) -> seconds per call;
     t_conv: the best conv plan alone (or None); peers: (name, fn) pairs timed as rows of the fwd+bwd case."""
+    # The forward rows captured the forward's graph with nothing else holding its results; a graph
+    # hands its results out again only while the references to them match that capture's, and a
+    # training loop's backward adds its own (e.g. a captured backward's learned state): released
+    # here, the fwd+bwd loop captures its graphs itself, as a training loop does.
+    lt.release_graphs()
     b = BackwardCase(case)
     full, first, dbn = f"{label} train fwd+bwd", f"{label} first layer fwd+bwd", f"{label} dBN stage"
     b.fwd_bwd()                             # plans, graphs and choices made; d_conv holds real values
