@@ -181,3 +181,35 @@ def test_the_dbn_sums_run_once_where_cudnn_is_a_candidate(stand_in, monkeypatch,
     assert "forced by the test" in steps[-1].describe(False)
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
 
+
+
+def test_a_remembered_cudnn_rejection_keeps_no_callers_arrays_alive(monkeypatch):
+    # The cache kept the exception, whose traceback held the frames it passed through, and so the
+    # arrays of the call that planned the dBN stage first (the forward's saved results): a CUDA graph
+    # of the forward, captured before, then saw them held and never handed its results out again.
+    import gc
+    import weakref
+    from lazytensor.cbr.cudnn_cache import ConvGraphCache
+    from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+    from lazytensor.cbr.cudnn_dbn import dbn_key
+    from lazytensor.cbr.cudnn_graphs import GraphKind
+    cache = ConvGraphCache(table=None)
+    key = dbn_key((2, 4, 4, 8))
+
+    def reject(kind, key, device_id, pointers):
+        raise CudnnGraphRejected(kind.value, key, "no engine")
+    monkeypatch.setattr(cache, "_build", reject)
+
+    def caller(saved):                  # a frame holding an array, as cudnn_dbn.dbn_relu's does
+        cache.get(GraphKind.DBN_RELU, key, 0, {})
+
+    for _ in range(2):                  # built and rejected, then rejected from the cache
+        saved = np.ones(4)
+        alive = weakref.ref(saved)
+        try:
+            caller(saved)
+        except CudnnGraphRejected as e:
+            assert "no engine" in e.reason and e.key == key
+        del saved
+        gc.collect()
+        assert alive() is None
