@@ -95,7 +95,7 @@ class ConvGraphCache:
         self.table = table
         self._device_tables: dict[int, ExperienceTable | None] = {}
         self._entries: dict[tuple, CompiledConvGraph] = {}
-        self._rejected: dict[tuple, CudnnGraphRejected] = {}
+        self._rejected: dict[tuple, tuple] = {}   # -> CudnnGraphRejected's (kind, key, reason)
         self.builds = 0  # graphs built (a rebuild would show here)
         self.hits = 0  # calls served by an entry already built
 
@@ -110,11 +110,14 @@ class ConvGraphCache:
             return entry
         rejected = self._rejected.get(cache_key)
         if rejected is not None:
-            raise rejected
+            raise CudnnGraphRejected(*rejected)
         try:
             entry = self._build(kind, key, device_id, pointers)
         except CudnnGraphRejected as e:
-            self._rejected[cache_key] = e
+            # Its words are kept, not the exception: a raised exception's traceback grows by every frame
+            # it passes through, and would keep their arrays alive for good (the callers' buffers: a
+            # forward's saved results, which a CUDA graph then never hands out again).
+            self._rejected[cache_key] = (e.kind, e.key, e.reason)
             raise
         self._entries[cache_key] = entry
         return entry

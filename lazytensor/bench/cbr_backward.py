@@ -8,6 +8,8 @@ against its peers and its floor, in the same run as the forward rows (lazytensor
   first layer               the same without dgrad (x is training data): faster by at least dgrad's time
   dBN stage                 stage 1 alone, against its own floor: one read of dY, of the conv output and of
                             the 1-bit mask, one write of d(conv_out)
+  dBN sums / d(conv_out)    on CUDA, each of stage 1's two vectorized kernels against its own floor, and the
+  kernel                    stage's kernels, as device time: launched 20 times in one CUDA graph
   PyTorch (CUDA)            channels_last, float16 under autocast, eager: torch.autograd.grad of the same
                             conv -> batch_norm -> relu for x, w, gamma, beta with the same dY; and the
                             same function through torch.compile (only where torch imports)
@@ -62,7 +64,15 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     t_conv: the best conv plan alone (or None); peers: (name, fn) pairs timed as rows of the fwd+bwd case."""
     b = BackwardCase(case)
     full, first, dbn = f"{label} train fwd+bwd", f"{label} first layer fwd+bwd", f"{label} dBN stage"
-    b.fwd_bwd()                             # plans, graphs and choices made; d_conv holds real values
+    for _ in range(3):                      # plans, graphs and choices made; d_conv holds real values
+        b.fwd_bwd()
+    # The forward's graph was captured by the forward-only rows: it hands its results out again only
+    # while nothing but the caller's holder refers to them (a cuDNN rejection that kept the first
+    # backward's frames alive made every later forward run step by step; cbr/cudnn_cache.py)
+    if case.device == "cuda":
+        table.notes.append(f"{label}: forward after 3 fwd+bwd calls: {_replay_line(case.expression(True), case.out)}")
+        case.fused(True)                    # explain filled the holder with arrays it planned
+    lt.release_graphs()                     # the fwd+bwd loop captures its own graphs, as a training loop does
     t_dgrad = guarded(table, full, "dgrad alone (lazytensor, best plan)", lambda: time_fn(b.dgrad_alone))
     t_wgrad = guarded(table, full, "wgrad alone (lazytensor, best plan)", lambda: time_fn(b.wgrad_alone))
     out_bytes = case.out_bytes
@@ -77,18 +87,99 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     if None not in (t_full, t_first, t_dgrad):
         table.notes.append(f"{label}: first layer saves {(t_full - t_first) * 1e3:.3f} ms against a dgrad of "
                            f"{t_dgrad * 1e3:.3f} ms")
+    try:
+        _call_notes(table, label, b)
+    except Exception as e:  # noqa: BLE001 - notes only
+        table.notes.append(f"{label}: fwd+bwd call notes failed: {type(e).__name__}: {e}")
     for name, fn in peers:
         guarded(table, full, name, lambda fn=fn: time_fn(fn(b)))
     n_el = case.out.data.size
     table.floor(dbn, (3 * out_bytes + n_el / 8) / bw, "1 read of dY, of the conv output and of the mask + "
                                                        "1 write of d(conv_out)")
     guarded(table, dbn, "lazytensor stage 1 (drelu + dBN)", lambda: time_fn(b.stage1))
+    table.notes.append(f"{label}: dBN stage in two passes (the sums read dY, the conv output and the mask; "
+                       f"d(conv_out) reads them again and writes): at least {(5 * out_bytes + n_el / 4) / bw * 1e3:.3f} "
+                       "ms unless the second pass finds the first's last rows in L2")
+    try:
+        _stage_kernel_rows(table, label, b, time_fn, bw, guarded)
+    except Exception as e:  # noqa: BLE001 - the other rows stand without these
+        table.notes.append(f"{label}: stage 1's kernels not timed alone: {type(e).__name__}: {e}")
     d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
     text = lt.explain(d_conv, source=False)
     choice = [line.strip() for line in str(text).splitlines() if "stage 1:" in line]
     if choice:
         table.notes.append(f"{label}: backward {choice[0]}")
     return b
+
+
+def _replay_line(expr, out) -> str:
+    text = str(lt.explain(expr, out=out, source=False))
+    return next((line for line in text.splitlines() if line.startswith("CUDA graph replay")), "no graph replay")
+
+
+def _call_notes(table, label, b):
+    """What each part of the fwd+bwd call does on the host: graph replay or steps from Python (after
+    the timed calls, so the counts are theirs), and its host time per call in a loop without
+    synchronization (a part whose host time exceeds its GPU time makes the row host-bound)."""
+    import time
+    case = b.case
+    sync = case.out.backend.synchronize
+    table.notes.append(f"{label} fwd+bwd, forward: {_replay_line(case.expression(True), case.out)}")
+    case.fused(True)        # explain filled the holder with arrays it planned: the forward's results again
+    d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
+    table.notes.append(f"{label} fwd+bwd, stage 1: {_replay_line(d_conv, b.d_conv)}")
+    table.notes.append(f"{label} fwd+bwd, lt.conv_grads: planned and launched step by step from Python on every call "
+                       "(it has no plan recipe and no graph replay)")
+    parts = {"forward": lambda: case.fused(True), "stage 1": b.stage1,
+             "conv_grads": lambda: lt.conv_grads(b.d_conv, case.x, case.w, b.attrs), "whole fwd+bwd": b.fwd_bwd}
+    times = []
+    for name, fn in parts.items():
+        fn()
+        sync()
+        rounds = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(10):
+                fn()
+            rounds.append((time.perf_counter() - t) / 10)
+            sync()
+        times.append(f"{name} {sorted(rounds)[2] * 1e6:.0f} us")
+    table.notes.append(f"{label} fwd+bwd, host time per call (no synchronization inside the loop): " + ", ".join(times))
+
+
+def _stage_kernel_rows(table, label, b, time_fn, bw, guarded, reps: int = 20):
+    """On CUDA, the device time of stage 1's kernels against their own floors: each vectorized dBN
+    kernel step (lazytensor.plan.cbr_dbn_cuda), and the whole stage, launched `reps` times as one
+    CUDA graph, so that no host cost per launch hides the GPU time of a small shape."""
+    from lazytensor.kernels.backend import backend_for
+    from lazytensor.plan.planner import plan
+    backend = backend_for(b.case.device)
+    if not hasattr(backend, "capture"):
+        return
+    d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, b.case.saved, b.case.gamma)
+    steps = plan(d_conv, b.d_conv.data, backend)
+    out_bytes, mask_bytes = b.case.out_bytes, b.case.out.data.size / 8
+    floors = {"DbnSumsStep": ("dBN sums kernel", 2 * out_bytes + mask_bytes,
+                              "1 read of dY, of the conv output and of the mask"),
+              "DbnDxStep": ("d(conv_out) kernel", 3 * out_bytes + mask_bytes,
+                            "1 read of dY, of the conv output and of the mask + 1 write of d(conv_out)")}
+
+    def device_time(group):
+        graph = backend.capture(lambda: [s.run() for _ in range(reps) for s in group])
+        return time_fn(graph.launch) / reps
+
+    for s in steps:
+        s.run()                             # real values in the temporaries before anything is timed
+    for step in steps:
+        found = floors.get(type(step).__name__)
+        if found is not None:
+            what, nbytes, why = found
+            row = f"{label} {what}"
+            table.floor(row, nbytes / bw, why)
+            guarded(table, row, f"lazytensor {what}, device time ({reps} in one CUDA graph)",
+                    lambda step=step: device_time([step]))
+    guarded(table, f"{label} dBN stage", f"lazytensor stage 1 kernels, device time ({reps} in one CUDA graph)",
+            lambda: device_time(steps))
 
 
 # -- peers ---------------------------------------------------------------------------------------

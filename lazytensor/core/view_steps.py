@@ -11,6 +11,8 @@ must run first), and a reshape that no strided view can express (e.g. of a trans
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from lazytensor.core.expr import Const, Expr
@@ -77,11 +79,18 @@ def shape_after(shape: tuple, step) -> tuple:
     """The shape a view step gives, computed without data (errors as NumPy words them)."""
     kind, arg = step
     if kind == "index":
-        ghost = np.lib.stride_tricks.as_strided(_probe, shape, (0,) * len(shape))
-        return ghost[_index_of(arg)].shape
+        return _indexed_shape(tuple(shape), arg)
     if kind == "transpose":
         return tuple(shape[i] for i in arg)
     return tuple(arg)
+
+
+@functools.lru_cache(maxsize=4096)
+def _indexed_shape(shape: tuple, canonical: tuple) -> tuple:
+    """Remembered: NumPy's indexing of a zero-stride ghost costs microseconds, and a training loop
+    takes the same views (dgamma = sums[:, 1]) on every call. An error is raised, never remembered."""
+    ghost = np.lib.stride_tricks.as_strided(_probe, shape, (0,) * len(shape))
+    return ghost[_index_of(canonical)].shape
 
 
 def nocopy_strides(shape, strides, newshape, itemsize):

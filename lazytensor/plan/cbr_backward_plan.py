@@ -205,12 +205,37 @@ def _sums_step(backend, device, dy, conv_out, mean, inv_var, lanes, mask, bits, 
                                      "in one read of dY, the mask bits and the conv output"))
 
 
+def _vector_refusal(backend, activations, arrays, channels=()) -> str | None:
+    """Why the vectorized CUDA kernels (lazytensor.plan.cbr_dbn_cuda) do not run over `activations`
+    (a node or an array: its dtype and shape) and `arrays` (the NHWC arrays they would touch), or None."""
+    if backend.name != "cuda":
+        return f"the {backend.name} backend"
+    from lazytensor.plan.cbr_dbn_cuda import vector_refusal
+    return vector_refusal(activations.dtype, tuple(activations.shape), arrays, channels)
+
+
+def _add_note(step, text):
+    step.note = f"{step.note}\n  note: {text}" if step.note else text
+
+
+def _generic(backend, steps, refusal):
+    """The generic kernels' last step says, on CUDA, why the vectorized ones did not run."""
+    if backend.name == "cuda":
+        _add_note(steps[-1], f"generic dBN kernels: {refusal}")
+
+
 def _build_sums(node, backend, cut, out):
     steps: list = []
     arrays = _operands(node, backend, cut, steps)
     dy, conv_out, mean, inv_var, (lanes,), mask, bits = _split(node, arrays)
     result = _result(node, backend, out, arrays)
-    _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, result, steps)
+    refusal = _vector_refusal(backend, conv_out, (dy, conv_out), (mean, inv_var))
+    if refusal is None:
+        from lazytensor.plan.cbr_dbn_cuda import DbnSumsStep
+        steps.append(DbnSumsStep(backend, dy, conv_out, mask, mean, inv_var, result))
+    else:
+        _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, result, steps)
+        _generic(backend, steps, refusal)
     return _finish(node, backend, out, result, steps)
 
 
@@ -242,45 +267,53 @@ def _cudnn_dbn_refusal(node) -> str | None:
 
 
 def _build_dx(node, backend, cut, out):
-    if backend.name == "cuda" and _cudnn_dbn_refusal(node) is None:
-        return _build_dx_chosen(node, backend, cut, out)
+    """d(conv_out) reading the dBN sums node's result: the sums are planned once (cut is memoized),
+    whether this node, dgamma or dbeta asks first. On CUDA, where cuDNN may take the shape, the
+    own kernel and the cuDNN graph are chosen between by measurement."""
+    sums_n = node.args[5]
+    for a in node.args:
+        if a is not sums_n:
+            cut(a)
+    before = len(cut.steps)
+    cut(sums_n)
+    sums_steps = cut.steps[before:]        # the sums' own steps, where this node planned them
     steps: list = []
     arrays = _operands(node, backend, cut, steps)
     dy, conv_out, mean, inv_var, (gamma, sums), mask, bits = _split(node, arrays)
     result = _result(node, backend, out, arrays)
-    _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, steps)
-    return _finish(node, backend, out, result, steps)
-
-
-def _build_dx_chosen(node, backend, cut, out):
-    """On CUDA: the own kernels or the cuDNN graph, whichever measured faster for the shape. The
-    sums node is not planned as an operand: both paths compute the sums themselves."""
-    from lazytensor.plan.cbr_dbn_choice import CUDNN, choose_dbn
-    steps: list = []
-    dy_n, conv_n, mean_n, inv_n, gamma_n, sums_n, mask_n, bits_n = node.args
-    dy, conv_out, mean, inv_var, gamma, mask, bits = (
-        _contiguous(cut(a), backend, steps).data for a in (dy_n, conv_n, mean_n, inv_n, gamma_n, mask_n, bits_n))
-    lanes = sums_n.args[4].data
-    result = _result(node, backend, out, (dy, conv_out, mean, inv_var, gamma, mask, bits))
-    sums = backend.empty((conv_out.shape[-1], 2), _F32)
     own: list = []
-    _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, sums, own)
-    _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, own)
-    graph = DbnGraphStep(backend, (dy, mask, conv_out, gamma, mean, inv_var), result, own)
+    refusal = _vector_refusal(backend, node, (dy, conv_out, result), (mean, inv_var, gamma))
+    if refusal is None:
+        from lazytensor.plan.cbr_dbn_cuda import DbnDxStep
+        own.append(DbnDxStep(backend, dy, conv_out, mask, mean, inv_var, gamma, sums, result, node.attrs.count))
+    else:
+        _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, own)
+        _generic(backend, own, refusal)
+    if backend.name == "cuda" and _cudnn_dbn_refusal(node) is None:
+        own = _chosen(node, backend, (dy, mask, conv_out, gamma, mean, inv_var), result, sums_steps, own)
+    return _finish(node, backend, out, result, steps + own)
+
+
+def _chosen(node, backend, graph_inputs, result, sums_steps, own):
+    """On CUDA: the own kernels or the cuDNN graph, whichever measured faster for the shape (the own
+    kernels timed with the sums steps this node planned). The sums stay planned either way: dgamma
+    and dbeta read them."""
+    from lazytensor.plan.cbr_dbn_choice import CUDNN, choose_dbn
+    graph = DbnGraphStep(backend, graph_inputs, result, own)
+
     def graph_once():
         if graph.built.value is None:
             graph.launch_graph()        # raises CudnnGraphRejected: then the own kernels are chosen
         else:
             graph.run()
+    conv_out = graph_inputs[2]
     device_id = getattr(conv_out.device, "id", 0)      # (a NumPy array under a stand-in backend: "cpu")
-    choice, why = choose_dbn(conv_out.shape, device_id, lambda: [s.run() for s in own], graph_once)
+    choice, why = choose_dbn(conv_out.shape, device_id, lambda: [s.run() for s in (*sums_steps, *own)], graph_once)
     if choice == CUDNN:
         graph.note = f"stage 1: {choice} ({why})"
-        steps.append(graph)
-    else:
-        own[-1].note += f"\n  note: stage 1: {choice} ({why})"
-        steps.extend(own)
-    return _finish(node, backend, out, result, steps)
+        return [graph]
+    _add_note(own[-1], f"stage 1: {choice} ({why})")
+    return own
 
 
 class DbnGraphStep:
@@ -345,11 +378,17 @@ def _build_drelu(node, backend, cut, out):
     steps: list = []
     arrays = _operands(node, backend, cut, steps)
     dy, mask, bits = arrays
-    grid = _Grid(backend, dy.shape, node.device, mask, bits, steps)
     result = _result(node, backend, out, arrays)
+    refusal = _vector_refusal(backend, node, (dy, result))
+    if refusal is None:
+        from lazytensor.plan.cbr_dbn_cuda import DreluStep
+        steps.append(DreluStep(backend, dy, mask, result))
+        return _finish(node, backend, out, result, steps)
+    grid = _Grid(backend, dy.shape, node.device, mask, bits, steps)
     program, inputs, scalars = lower(grid.masked(grid.nhwc(dy)), node.dtype)
     steps.append(GridElementwise(backend, program, (result, grid.shape), grid.bases(inputs), scalars,
                                  note="d(skip) = dY * ReLU mask, reading the mask bits"))
+    _generic(backend, steps, refusal)
     return _finish(node, backend, out, result, steps)
 
 
