@@ -5,9 +5,9 @@ needed) under the standard's name and signature; where the standard and NumPy di
 follows the standard (var/std take `correction`, sort is stable and takes `descending`, astype
 takes `copy`), and the `lt` namespace follows NumPy.
 
-Functions lazytensor does not have yet are absent rather than eager: complex dtypes and
-conj/real/imag, the linalg and fft extensions, matmul/tensordot/vecdot, searchsorted,
-count_nonzero, unique_*, meshgrid, tril/triu, broadcast_arrays, unstack, from_dlpack, diff.
+Functions lazytensor does not have are absent rather than eager: complex dtypes and
+conj/real/imag, the linalg and fft extensions. The conformance suite runs with `make array-api`
+(tests/array_api/run.sh; README, "The Array API namespace").
 """
 from __future__ import annotations
 
@@ -85,7 +85,34 @@ def round(x, /):  # noqa: A001
 
 
 # -- creation -------------------------------------------------------------------------------------
-from lazytensor import (arange, asarray, empty, empty_like, eye, full, full_like, linspace, ones,  # noqa: E402,F401
+def asarray(obj, /, *, dtype=None, device=None, copy=None):
+    """lt.asarray with the standard's `copy`: True always gives memory of its own, False never
+    copies (a ValueError where it would have to), None copies only where it must."""
+    if copy is False:
+        _check_no_copy(obj, dtype, device)
+    if copy and isinstance(obj, _np.ndarray):
+        obj = _np.array(obj, dtype=dtype, copy=True)
+    t = _lt.asarray(obj, dtype=dtype, device=device)
+    if copy and t is obj:
+        t = t.copy()
+    return t
+
+
+def _check_no_copy(obj, dtype, device):
+    if isinstance(obj, _Operand):
+        same = (dtype is None or _np.dtype(dtype) == obj.dtype) and (device is None or device == obj.device)
+        if not isinstance(obj, _lt.Tensor) or not same:
+            raise ValueError("asarray(copy=False): this needs a copy (an expression's values, another dtype or "
+                             "device); pass copy=None to allow one")
+    elif isinstance(obj, _np.ndarray):
+        if (dtype is not None and _np.dtype(dtype) != obj.dtype) or device not in (None, "cpu"):
+            raise ValueError("asarray(copy=False): a NumPy array of another dtype or for another device needs "
+                             "a copy; pass copy=None to allow one")
+    elif not hasattr(obj, "__dlpack__") and not hasattr(obj, "__cuda_array_interface__"):
+        raise ValueError(f"asarray(copy=False): a {type(obj).__name__} has no memory to share; pass copy=None")
+
+
+from lazytensor import (arange, empty, empty_like, eye, full, full_like, linspace, ones,  # noqa: E402,F401
                         ones_like, zeros, zeros_like)
 
 # -- manipulation, searching, sorting, indexing -----------------------------------------------------
@@ -117,3 +144,25 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return _lt.std(x, axis=axis, ddof=correction, keepdims=keepdims)
+
+
+# -- linear algebra, searching, sets, utilities (issue 13's additions to both namespaces) --------------
+from lazytensor import (matmul, matrix_transpose, tensordot, vecdot, count_nonzero, searchsorted,  # noqa: E402,F401
+                        unique_all, unique_counts, unique_inverse, unique_values, diff, broadcast_arrays,
+                        meshgrid, unstack, tril, triu)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """A tensor over the memory of any object with __dlpack__ (a copy only if asked, or to move it)."""
+    on_cuda = x.__dlpack_device__()[0] in (2, 13)          # kDLCUDA, kDLCUDAManaged
+    if on_cuda:
+        import cupy
+        data = cupy.from_dlpack(x)
+    else:
+        data = _np.from_dlpack(x, copy=copy)
+    t = _lt.Tensor(data, "cuda" if on_cuda else "cpu")
+    return t if device is None or device == t.device else _lt.asarray(t, device=device)
+
+
+# -- inspection -----------------------------------------------------------------------------------
+from lazytensor.array_api.inspection import __array_namespace_info__  # noqa: E402,F401
