@@ -24,7 +24,8 @@ int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float32, float64 = _np.float32, _np.float64
 e, inf, nan, newaxis, pi = _lt.e, _lt.inf, _lt.nan, _lt.newaxis, _lt.pi
-finfo, iinfo, can_cast = _np.finfo, _np.iinfo, _np.can_cast
+can_cast = _np.can_cast
+from lazytensor.array_api.dtype_info import finfo, iinfo  # noqa: E402
 
 
 def result_type(*arrays_and_dtypes):
@@ -62,7 +63,8 @@ def _binary(op):
 
 
 add, subtract, multiply, divide = (_binary(o) for o in ("add", "subtract", "multiply", "true_divide"))
-floor_divide, remainder, pow = (_binary(o) for o in ("floor_divide", "remainder", "power"))  # noqa: A001
+remainder, pow = (_binary(o) for o in ("remainder", "power"))  # noqa: A001
+from lazytensor.array_api.special_cases import floor_divide  # noqa: E402
 equal, not_equal, less, less_equal, greater, greater_equal = (
     _binary(o) for o in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
 bitwise_and, bitwise_or, bitwise_xor = (_binary(o) for o in ("bitwise_and", "bitwise_or", "bitwise_xor"))
@@ -148,8 +150,23 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 # -- linear algebra, searching, sets, utilities (issue 13's additions to both namespaces) --------------
 from lazytensor import (matmul, matrix_transpose, tensordot, vecdot, count_nonzero, searchsorted,  # noqa: E402,F401
-                        unique_all, unique_counts, unique_inverse, unique_values, diff, broadcast_arrays,
-                        meshgrid, unstack, tril, triu)
+                        unique_all, unique_counts, unique_inverse, unique_values, diff, unstack, tril, triu)
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids as broadcast views, in a list (the standard's; NumPy 2 returns a tuple)."""
+    return list(_lt.meshgrid(*arrays, indexing=indexing))
+
+
+def broadcast_arrays(*arrays):
+    """The operands as broadcast views, in a list (the standard's; NumPy 2 returns a tuple)."""
+    return list(_lt.broadcast_arrays(*arrays))
+
+
+def conj(x, /):
+    """The complex conjugate; lazytensor's dtypes are real, so x itself (the standard's vecdot is
+    written with it)."""
+    return x
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
