@@ -72,3 +72,24 @@ def test_lists_and_conj():
     assert isinstance(xp.broadcast_arrays(t, t), list) and isinstance(xp.meshgrid(t, t), list)
     assert isinstance(lt.broadcast_arrays(t, t), tuple)     # NumPy's
     assert xp.conj(t) is t
+
+
+def test_the_standards_keyword_names():
+    x = np.array([-2.0, 0.5, 3.0])
+    t = xp.asarray(x)
+    np.testing.assert_array_equal(xp.clip(t, max=1.0).numpy(), np.clip(x, None, 1.0))
+    np.testing.assert_array_equal(xp.clip(t, min=0.0, max=None).numpy(), np.clip(x, 0.0, None))
+    assert xp.clip(t, max=None) is t
+    r = xp.reshape(t, shape=(3, 1), copy=True)
+    assert isinstance(r, lt.Tensor) and r.shape == (3, 1) and r.data is not t.data
+    assert xp.reshape(t, (1, 3)).shape == (1, 3)
+
+
+@pytest.mark.parametrize("axis", [-3, 2, 5])
+def test_expand_dims_refuses_axes_out_of_range_as_numpy(axis):
+    x = np.ones(3)
+    with pytest.raises(np.exceptions.AxisError) as got:
+        lt.expand_dims(lt.asarray(x), axis)
+    with pytest.raises(np.exceptions.AxisError) as want:
+        np.expand_dims(x, axis)
+    assert str(got.value) == str(want.value) and isinstance(got.value, IndexError)

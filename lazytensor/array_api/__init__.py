@@ -45,7 +45,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
 
 
 # -- elementwise ----------------------------------------------------------------------------------
-from lazytensor import (abs, ceil, clip, copysign, cos, cosh, exp, expm1, floor, hypot, isfinite,  # noqa: E402,F401
+from lazytensor import (abs, ceil, copysign, cos, cosh, exp, expm1, floor, hypot, isfinite,  # noqa: E402,F401
                         isinf, isnan, log, log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
                         logical_xor, maximum, minimum, negative, nextafter, reciprocal, sign, signbit, sin, sinh,
                         sqrt, tan, tanh, trunc)
@@ -78,6 +78,10 @@ def positive(x, /):
     return +x
 
 
+def clip(x, /, min=None, max=None):  # noqa: A002  (the standard's names)
+    return _lt.clip(x, min, max)
+
+
 def square(x, /):
     return _apply("square", x)
 
@@ -95,9 +99,10 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if copy and isinstance(obj, _np.ndarray):
         obj = _np.array(obj, dtype=dtype, copy=True)
     t = _lt.asarray(obj, dtype=dtype, device=device)
-    if copy and t is obj:
-        t = t.copy()
-    return t
+    # lt.asarray shares a tensor's memory, and a CuPy or DLPack array's: copy=True copies those.
+    shared = t is obj or (not isinstance(obj, (_np.ndarray, _Operand))
+                          and (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")))
+    return t.copy() if copy and shared else t
 
 
 def _check_no_copy(obj, dtype, device):
@@ -118,13 +123,19 @@ from lazytensor import (arange, empty, empty_like, eye, full, full_like, linspac
                         ones_like, zeros, zeros_like)
 
 # -- manipulation, searching, sorting, indexing -----------------------------------------------------
-from lazytensor import (broadcast_to, expand_dims, flip, moveaxis, repeat, reshape, roll, squeeze, stack,  # noqa: E402,F401
+from lazytensor import (broadcast_to, expand_dims, flip, moveaxis, repeat, roll, squeeze, stack,  # noqa: E402,F401
                         tile, argmax, argmin, nonzero, where, take, take_along_axis, cumulative_sum,
                         cumulative_prod, all, any, max, min, mean, prod, sum)
 
 
 def concat(arrays, /, *, axis=0):
     return _lt.concatenate(arrays, axis=axis)
+
+
+def reshape(x, /, shape, *, copy=None):
+    """A view of x in `shape` (lazytensor's reshapes are views of the values; copy=True copies)."""
+    out = _lt.reshape(x, shape)
+    return _lt.asarray(out).copy() if copy else out
 
 
 def permute_dims(x, /, axes):
