@@ -93,3 +93,10 @@ def test_expand_dims_refuses_axes_out_of_range_as_numpy(axis):
     with pytest.raises(np.exceptions.AxisError) as want:
         np.expand_dims(x, axis)
     assert str(got.value) == str(want.value) and isinstance(got.value, IndexError)
+
+
+def test_take_along_axis_defaults_to_the_last_axis():
+    x = np.array([[3.0, 1.0, 2.0], [0.5, 0.25, 1.0]])
+    idx = np.argsort(x, axis=-1)
+    np.testing.assert_array_equal(xp.take_along_axis(xp.asarray(x), xp.asarray(idx)).numpy(),
+                                  np.take_along_axis(x, idx, axis=-1))

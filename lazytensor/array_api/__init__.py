@@ -124,7 +124,7 @@ from lazytensor import (arange, empty, empty_like, eye, full, full_like, linspac
 
 # -- manipulation, searching, sorting, indexing -----------------------------------------------------
 from lazytensor import (broadcast_to, expand_dims, flip, moveaxis, repeat, roll, squeeze, stack,  # noqa: E402,F401
-                        tile, argmax, argmin, nonzero, where, take, take_along_axis, cumulative_sum,
+                        tile, argmax, argmin, nonzero, where, take, cumulative_sum,
                         cumulative_prod, all, any, max, min, mean, prod, sum)
 
 
@@ -136,6 +136,11 @@ def reshape(x, /, shape, *, copy=None):
     """A view of x in `shape` (lazytensor's reshapes are views of the values; copy=True copies)."""
     out = _lt.reshape(x, shape)
     return _lt.asarray(out).copy() if copy else out
+
+
+def take_along_axis(x, indices, /, *, axis=-1):
+    """The standard's take_along_axis: axis defaults to the last (NumPy's has no default)."""
+    return _lt.take_along_axis(x, indices, axis)
 
 
 def permute_dims(x, /, axes):
