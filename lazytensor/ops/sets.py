@@ -23,8 +23,9 @@ def _unique(x, index=False, inverse=False, counts=False):
     t = evaluated(x)
     xp = array_module(t.device)
     flat = t.data.reshape(-1)
-    # A stable sort keeps equal elements in their order, so the first of each run is where it first occurs.
-    order = xp.argsort(flat, kind="stable") if t.device == "cpu" else xp.argsort(flat)
+    # A stable sort (CuPy's is always) keeps equal elements in their order, so the first of each run
+    # is where that value first occurs; NaNs sort last on both libraries.
+    order = xp.argsort(flat, kind="stable")
     ordered = flat[order]
     starts = xp.ones(flat.shape, dtype=bool)
     if flat.size > 1:
