@@ -68,7 +68,7 @@ def test_tensordot_with_axis_pairs_and_errors():
 @SETTINGS
 @given(st.data())
 def test_vecdot_matches_numpy(data):
-    dtype = data.draw(st.sampled_from(("int8", "uint8", "int64", "float32", "float64")))
+    dtype = data.draw(st.sampled_from(("uint8", "int64", "float64")))       # uint8 wraps, as NumPy's
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
     other = data.draw(hnp.broadcastable_shapes(shape, min_dims=1, min_side=0))[:-1] + shape[-1:]
     x1 = data.draw(hnp.arrays(dtype, shape, elements=st.integers(-3, 3) if dtype[0] != "u" else st.integers(0, 5)))
@@ -167,7 +167,7 @@ def test_diff_is_lazy_and_reads_x_at_most_four_times():
 
 
 @SETTINGS
-@given(arrays(min_dims=2), st.integers(-3, 3))
+@given(arrays(("bool", "int8", "float64"), min_dims=2, max_dims=3), st.integers(-3, 3))
 def test_tril_triu_match_numpy(x, k):
     same(xp.tril(lt.asarray(x), k=k), np.tril(x, k))
     same(xp.triu(lt.asarray(x), k=k), np.triu(x, k))
