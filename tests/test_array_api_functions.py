@@ -228,3 +228,14 @@ def test_asarray_copy_and_index():
     with pytest.raises(TypeError, match="0-d integer"):
         [1][lt.asarray(np.array(0.0))]
     assert t.to_device("cpu") is t
+
+
+def test_from_dlpack_shares_memory():
+    a = np.arange(4.0)
+    t = xp.from_dlpack(a)
+    assert isinstance(t, lt.Tensor) and t.device == "cpu"
+    a[0] = 7.0
+    assert t.numpy()[0] == 7.0                      # no copy
+    c = xp.from_dlpack(t, copy=True)
+    a[1] = 9.0
+    assert c.numpy()[1] == 1.0

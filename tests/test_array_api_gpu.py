@@ -68,3 +68,14 @@ def test_floor_divide_follows_the_standard_on_cuda():
     got = xp.floor_divide(cuda(a), cuda(b)).numpy()
     np.testing.assert_array_equal(got, [np.inf, -np.inf, -0.0, -0.0, -4.0, np.nan])
     assert np.signbit(got[2]) and np.signbit(got[3])
+
+
+def test_from_dlpack_and_to_device_on_cuda():
+    import cupy
+    a = cupy.arange(3.0)
+    t = xp.from_dlpack(a)
+    assert isinstance(t, lt.Tensor) and t.device == "cuda"
+    np.testing.assert_array_equal(t.numpy(), [0.0, 1.0, 2.0])
+    h = t.to_device("cpu")
+    assert h.device == "cpu" and h.to_device("cuda").device == "cuda"
+    assert xp.__array_namespace_info__().devices() == ["cpu", "cuda"]
