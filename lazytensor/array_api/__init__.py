@@ -2,11 +2,11 @@
 so code written against the standard (array-api-compat users, SciPy's and scikit-learn's array API
 support) takes tensors. Every name is lazytensor's own function (results stay lazy until a value is
 needed) under the standard's name and signature; where the standard and NumPy differ, this module
-follows the standard (var/std take `correction`, sort is stable and takes `descending`, astype
-takes `copy`), and the `lt` namespace follows NumPy.
+follows the standard (floor_divide's special cases, var/std take `correction`, sort is stable and
+takes `descending`, astype takes `copy`, ...), and the `lt` namespace follows NumPy.
 
-Functions lazytensor does not have are absent rather than eager: complex dtypes and
-conj/real/imag, the linalg and fft extensions. The conformance suite runs with `make array-api`
+Functions lazytensor does not have are absent rather than eager: complex dtypes and real/imag,
+the linalg and fft extensions. The conformance suite runs with `make array-api`
 (tests/array_api/run.sh; README, "The Array API namespace").
 """
 from __future__ import annotations
@@ -191,6 +191,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if on_cuda:
         import cupy
         data = cupy.from_dlpack(x)
+        data = data.copy() if copy else data
     else:
         data = _np.from_dlpack(x, copy=copy)
     t = _lt.Tensor(data, "cuda" if on_cuda else "cpu")
