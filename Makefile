@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean array-api
 
 $(VENV)/.installed-base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,5 +26,9 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(PY) -m lazytensor bench
 
+# The Array API conformance suite against lazytensor.array_api (minutes; README, "The Array API namespace")
+array-api: $(VENV)/.installed-test
+	PY=$(abspath $(PY)) tests/array_api/run.sh $(ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .array-api-tests

@@ -58,6 +58,13 @@ from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_pro
 from lazytensor.ops import random
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
                                    float32, float64, newaxis, pi, e, inf, nan)
+# The Array API's functions NumPy also has (issue 13): products, searching, sets, differences, views.
+from lazytensor.ops.products import matrix_transpose, tensordot, vecdot
+from lazytensor.ops.searching import count_nonzero, searchsorted
+from lazytensor.ops.sets import unique_all, unique_counts, unique_inverse, unique_values
+from lazytensor.ops.differences import diff
+from lazytensor.ops.broadcasting import broadcast_arrays, meshgrid, unstack
+from lazytensor.ops.triangles import tril, triu
 
 # Modules and optimizers: lt.nn (layers, VGG/ResNet builders), lt.optim (SGD, AdamW).
 from lazytensor import nn
@@ -93,4 +100,7 @@ __all__ = [
     "cumulative_prod", "random",
     # training (issue 12)
     "train_step", "TrainStep",
+    # the Array API's functions NumPy also has (issue 13)
+    "matrix_transpose", "tensordot", "vecdot", "count_nonzero", "searchsorted", "unique_all", "unique_counts",
+    "unique_inverse", "unique_values", "diff", "broadcast_arrays", "meshgrid", "unstack", "tril", "triu",
 ]

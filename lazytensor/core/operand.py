@@ -126,6 +126,23 @@ class Operand:
 
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
+    def __complex__(self): return complex(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.shape != ():     # as NumPy: 0-d integer arrays only
+            raise TypeError(f"only 0-d integer tensors can be used as an index, not a {self.dtype.name} tensor "
+                            f"of shape {self.shape}")
+        return int(self.item())
+
+    # -- the Array API's array attributes (lazytensor.array_api) ------------------------------------
+    @property
+    def mT(self):
+        """The last two axes swapped: a view."""
+        return upward.array_api.matrix_transpose(self)
+
+    def to_device(self, device, /, *, stream=None):
+        """The values on `device` ('cpu' or 'cuda'): this operand where it already is, else a copy."""
+        return self if device == self.device else upward.array_api.asarray(self, device=device)
 
     # -- NumPy's array methods (issue 13) ----------------------------------------------------------
     def tolist(self):

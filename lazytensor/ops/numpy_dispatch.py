@@ -131,7 +131,18 @@ def _function_table():
             np.argsort: so.argsort, np.roll: jn.roll, np.repeat: jn.repeat, np.tile: jn.tile,
             np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
             np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
-            **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)}}
+            **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)},
+            **_array_api_functions()}
+
+
+def _array_api_functions():
+    """The Array API's functions that NumPy also has (issue 13)."""
+    from lazytensor.ops import broadcasting, differences, products, searching, sets, triangles
+    modules = (broadcasting, differences, products, searching, sets, triangles)
+    names = ("matrix_transpose", "tensordot", "vecdot", "count_nonzero", "searchsorted", "unique_all",
+             "unique_counts", "unique_inverse", "unique_values", "diff", "broadcast_arrays", "meshgrid",
+             "unstack", "tril", "triu")
+    return {getattr(np, n): getattr(next(m for m in modules if hasattr(m, n)), n) for n in names if hasattr(np, n)}
 
 
 _functions: dict = {}

@@ -86,7 +86,12 @@ def expand_dims(x, axis):
     nd = len(x.shape)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     out_nd = nd + len(axes)
+    for a in axes:
+        if not -out_nd <= int(a) < out_nd:      # as NumPy (AxisError is an IndexError and a ValueError)
+            raise _np.exceptions.AxisError(int(a), out_nd)
     axes = sorted(int(a) % out_nd for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis in expand_dims: {axis}")
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
