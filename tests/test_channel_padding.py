@@ -69,6 +69,8 @@ def test_explain_says_which_channels_were_padded():
     step = padded_forward(backend, x, w, attrs, np.empty((2, 5, 5, 10), np.float32), path="cpu")
     text = step.describe()
     assert text.startswith("ChannelPadded: channels zero-padded for cuDNN (C 3 -> 8, K 10 -> 16)"), text
+    assert "cuDNN path not taken for the conv as it is: " in text, text
+    assert step.path == "cudnn-padded"     # the batch_norm planner reads it: not "cudnn", so no stage-1 timing
     assert "(2, 5, 5, 8) * (16, 3, 3, 8) -> (2, 5, 5, 16)" in text, text
 
 

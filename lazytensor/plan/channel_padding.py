@@ -44,10 +44,12 @@ class ChannelPadded:
     """`inner` (a conv step over padded buffers) between the copies in and the copy out.
     `pads`: [(source, padded buffer, the buffer's view of the source's shape)]; `result`: the view
     of the inner step's output that `out` receives (None: the inner step writes `out` itself)."""
-    __slots__ = ("inner", "pads", "result", "out", "what")
+    __slots__ = ("inner", "pads", "result", "out", "what", "note")
+    path = "cudnn-padded"       # what the batch_norm planner reads of a conv step (it times stage 1 for "cudnn")
 
-    def __init__(self, inner, pads, result, out, what):
+    def __init__(self, inner, pads, result, out, what, note=""):
         self.inner, self.pads, self.result, self.out, self.what = inner, pads, result, out, what
+        self.note = note            # why the conv as it is does not go to cuDNN; planners may add to it
 
     def run(self):
         for source, buffer, view in self.pads:
@@ -61,9 +63,12 @@ class ChannelPadded:
         return getattr(self.inner, "capture_refusal", lambda: None)()
 
     def describe(self, source: bool = True) -> str:
-        return (f"ChannelPadded: {self.what}; the operands' padding zeroed and the operands copied in, the result "
+        text = (f"ChannelPadded: {self.what}; the operands' padding zeroed and the operands copied in, the result "
                 f"copied out (one copy kernel each), around:\n"
                 + "\n".join("    " + line for line in self.inner.describe(source).splitlines()))
+        if self.note:
+            text += f"\n  note: {self.note}"
+        return text
 
 
 def _pad(backend, a, axes, pads):
@@ -91,6 +96,11 @@ def _output(backend, out, axes):
     return buffer, buffer[tuple(slice(0, n) for n in out.shape)]
 
 
+def _why(x_shape, w_shape, dtype) -> str:
+    from lazytensor.cbr.cudnn_support import cudnn_shape_refusal
+    return f"cuDNN path not taken for the conv as it is: {cudnn_shape_refusal(x_shape, w_shape, dtype)}"
+
+
 def _what(x_shape, w_shape) -> str:
     (c, k), (cp, kp) = (x_shape[-1], w_shape[0]), (pad8(x_shape[-1]), pad8(w_shape[0]))
     parts = [f"{name} {n} -> {p}" for name, n, p in (("C", c, cp), ("K", k, kp)) if n != p]
@@ -103,7 +113,8 @@ def padded_forward(backend, x, w, attrs, y, path="cudnn"):
     pads: list = []
     xp, wp = _pad(backend, x, (3,), pads), _pad(backend, w, (0, 3), pads)
     yp, result = _output(backend, y, (3,))
-    return ChannelPadded(Conv2dStep(backend, xp, wp, attrs, yp, path), pads, result, y, _what(x.shape, w.shape))
+    return ChannelPadded(Conv2dStep(backend, xp, wp, attrs, yp, path), pads, result, y, _what(x.shape, w.shape),
+                         _why(x.shape, w.shape, x.dtype))
 
 
 def padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, path="cudnn", note=""):
@@ -119,4 +130,4 @@ def padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, path="cud
         op, result = _output(backend, out, (0, 3))
     xs, ws = padded_shapes(x_shape, w_shape)
     inner = ConvBackwardStep(backend, kind, ap, bp, xs, ws, attrs, op, path, note)
-    return ChannelPadded(inner, pads, result, out, _what(x_shape, w_shape))
+    return ChannelPadded(inner, pads, result, out, _what(x_shape, w_shape), _why(x_shape, w_shape, a.dtype))
