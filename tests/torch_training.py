@@ -92,3 +92,28 @@ def assert_close(result, rtol, atol):
         np.testing.assert_allclose(state[name].astype(np.float32), value, rtol=rtol, atol=atol * scale, err_msg=name)
     np.testing.assert_allclose(lt_eval, t_eval, rtol=rtol, atol=atol * max(float(np.abs(t_eval).max()), 1.0),
                                err_msg="eval outputs after training")
+
+
+def assert_amp_close(kind: str, device: str, rtol: float = 2e-2):
+    """lt.train_step in AMP against PyTorch's AMP (autocast float16 + GradScaler) over 30 steps.
+
+    float16 rounding makes any two AMP runs drift apart step by step: PyTorch's own AMP run ends as
+    far from its float32 run (the first BatchNorm's bias, a sum of 1024 float16 gradients that
+    nearly cancel, by several percent of its scale; all of the small VGG's weights by 10-25% after
+    30 steps at lr 0.02, measured on the CPU). So, besides the loss of each of the 30 steps (to
+    rtol), the weights and eval outputs are compared after 3 steps to rtol of each tensor's scale,
+    and after 30 steps each tensor may be twice as far from PyTorch's AMP as PyTorch's AMP is from
+    its float32 run (two roundings' drifts vary by that much: the small VGG's first conv weight was
+    1.17x), plus rtol of its scale. A wrong gradient drifts by far more: gradients divided by twice
+    the loss scale fail the losses already."""
+    amp = train_both(kind, device, amp=True)
+    np.testing.assert_allclose(amp[1], amp[0], rtol=rtol, err_msg="loss per step (AMP)")
+    assert not amp[-1].scaler.found_inf.numpy()
+    assert_close(train_both(kind, device, amp=True, steps=3), rtol=rtol, atol=rtol)
+    fp32 = train_both(kind, device)
+    for name, value in amp[2].items():
+        scale = max(float(np.abs(value).max()), 1e-3)
+        drift = float(np.abs(fp32[2][name] - value).max())
+        got = float(np.abs(amp[3][name].astype(np.float32) - value).max())
+        assert got <= 2 * drift + rtol * scale, (f"{name} after 30 AMP steps: {got:.3g} from PyTorch's AMP, whose own "
+                                             f"drift from float32 is {drift:.3g} (scale {scale:.3g})")

@@ -259,6 +259,9 @@ def _conv_step(backend, x, w, attrs, y, fused):
         return Conv2dStep(backend, x.data, w.data, attrs, y, "cudnn")
     if fused:
         raise ValueError(f"fused=True but the fused CBR path cannot run: {why}")
+    from lazytensor.plan.channel_padding import cudnn_after_padding, padded_forward
+    if cudnn_after_padding(x.shape, w.shape, x.dtype):     # C=3 of a first layer, K=10 of a classifier
+        return padded_forward(backend, x.data, w.data, attrs, y)
     return Conv2dStep(backend, x.data, w.data, attrs, y, "host", note=f"cuDNN path not taken: {why}")
 
 

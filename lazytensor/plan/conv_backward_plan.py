@@ -111,6 +111,15 @@ def backward_path(backend, x_shape, w_shape, dtype):
     return ("cudnn", "") if why is None else ("host", f"cuDNN path not taken: {why}")
 
 
+def backward_step(backend, kind, a, b, x_shape, w_shape, attrs, out, path, note=""):
+    """A ConvBackwardStep; where cuDNN refuses the conv for its channel counts alone, the same on
+    zero-padded channels (lazytensor.plan.channel_padding) instead of on the host."""
+    from lazytensor.plan.channel_padding import cudnn_after_padding, padded_backward
+    if path == "host" and cudnn_after_padding(x_shape, w_shape, a.dtype):
+        return padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, note=getattr(attrs, "note", ""))
+    return ConvBackwardStep(backend, kind, a, b, x_shape, w_shape, attrs, out, path, note)
+
+
 def _build(kind):
     def build(node, backend, cut, out):
         steps: list = []
@@ -125,7 +134,7 @@ def _build(kind):
         dense = (out is not None and out.flags.c_contiguous
                  and not any(may_overlap(out, t.data) for t in (a, b)))
         result = out if dense else backend.empty(tuple(node.shape), node.dtype)
-        steps.append(ConvBackwardStep(backend, kind, a.data, b.data, x_shape, w_shape, node.attrs, result, path, note))
+        steps.append(backward_step(backend, kind, a.data, b.data, x_shape, w_shape, node.attrs, result, path, note))
         if out is not None and not dense:
             steps.append(copy_step(backend, result, out, "copy into the strided destination"))
         return steps, _tensor.Tensor(result, node.device)

@@ -21,7 +21,7 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
 from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.cbr_plan import _contiguous
-from lazytensor.plan.conv_backward_plan import ConvBackwardStep, backward_path
+from lazytensor.plan.conv_backward_plan import backward_path, backward_step
 from lazytensor.plan.planner import cutter
 from lazytensor.plan.replay import first_refusal
 from lazytensor.plan.steps import run_steps
@@ -129,8 +129,8 @@ def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
     dx = xs.data if dx_in_x else backend.empty(x_shape, dy.dtype)
     dw = backend.empty(w_shape, xs.dtype)
     path, note = backward_path(backend, x_shape, w_shape, dy.dtype)
-    wgrad = ConvBackwardStep(backend, "wgrad", xs.data, dy.data, x_shape, w_shape, attrs, dw, path, note)
-    dgrad = ConvBackwardStep(backend, "dgrad", dy.data, ws.data, x_shape, w_shape, attrs, dx, path, note)
+    wgrad = backward_step(backend, "wgrad", xs.data, dy.data, x_shape, w_shape, attrs, dw, path, note)
+    dgrad = backward_step(backend, "dgrad", dy.data, ws.data, x_shape, w_shape, attrs, dx, path, note)
     pair = WgradThenDgrad(backend, wgrad, dgrad, dx_in_x)
     if backend.name == "cuda" and not dx_in_x and path == "cudnn":
         two, why = _choose_streams(pair, xs, ws, attrs)
