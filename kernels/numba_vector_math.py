@@ -1,0 +1,85 @@
+"""float32 transcendental functions that LLVM vectorizes, as source text for generated numba kernels.
+
+numba lowers np.tanh / np.exp / ... on float32 to one libm call per element (this llvmlite has no
+SVML, so LLVM's loop vectorizer cannot widen them): a fused gradient kernel holding one tanh ran
+12x slower than the same kernel without it, and 10x slower than NumPy's SIMD np.tanh. The functions
+here are branch-free float32 arithmetic (polynomials, a division, selects, integer bit tests), so a
+kernel loop calling them runs 8 elements per AVX2 instruction.
+
+Each helper is written into the generated module that calls it (kernels/render_numba.py,
+`module_header`), not imported from the prelude: a kernel's name hashes its source, so a change here
+renames exactly the kernels using the changed helper, and numba's disk cache is never served stale.
+The helpers are float32-only (one numba type per helper: the prelude found an inlined helper called
+with two loop dtypes in one kernel lowered with the other call's types); float16 loops, whose values
+live in float32 registers, use them too; float64 loops keep libm.
+
+Accuracy, against the float64 function rounded to float32 (tests/test_numba_vector_math.py checks a
+dense sample of every float32 bit pattern): at most 1 ulp; NumPy's own float32 loops are within 1 ulp
+of the same reference, so the helpers are within 2 ulp of NumPy. Signed zeros, infinities, NaN
+(kept as it came) and subnormals give NumPy's values.
+"""
+from __future__ import annotations
+
+import re
+
+# exp(-y) for y in [0, 20]: y = k ln2 - s with |s| <= ln2/2 (Cody-Waite: ln2 in two float32 parts,
+# so k * LN2_HI is exact), e^s by a degree-6 polynomial (relative error 3e-9), times 2^-k built from
+# the five bits of k by selects (exact powers of two; no bit casts, which numba has no scalar form of).
+_EXP_NEG = '''
+@njit(inline="always", error_model="numpy")
+def lt_exp_neg_f32(y):
+    k = np.int32(y * np.float32(1.4426950408889634) + np.float32(0.5))
+    kf = np.float32(k)
+    s = (kf * np.float32(0.693145751953125) - y) + kf * np.float32(1.428606765330187e-06)
+    p = np.float32(1.0) + s + s * s * (np.float32(0.4999999344768689) + s * (np.float32(0.16666520634647408)
+        + s * (np.float32(0.04166838803314525) + s * (np.float32(0.008368715856101324)
+        + s * np.float32(0.0013814595793038703)))))
+    one = np.float32(1.0)
+    return (p * (np.float32(0.5) if k & 1 else one) * (np.float32(0.25) if k & 2 else one)
+            * (np.float32(0.0625) if k & 4 else one) * (np.float32(0.00390625) if k & 8 else one)
+            * (np.float32(1.52587890625e-05) if k & 16 else one))
+'''
+
+# tanh: |x| < 0.55: x + x z Q(z), z = x^2, Q a degree-4 fit of the relative error (1e-9);
+# otherwise 1 - 2t / (1 + t), t = exp(-2|x|), with 2|x| clamped to 20 (tanh rounds to 1 from 9.01
+# on); the sign is copied back (tanh(-0.0) is -0.0), and a NaN is returned as it came.
+_TANH = '''
+@njit(inline="always", error_model="numpy")
+def lt_tanh_f32(x):
+    x = np.float32(x)
+    ax = abs(x)
+    z = ax * ax
+    small = ax + ax * (z * (np.float32(-0.33333317552014985) + z * (np.float32(0.13332585901384897)
+        + z * (np.float32(-0.05385228622767045) + z * (np.float32(0.02107158424175732)
+        + z * np.float32(-0.006274107549612637))))))
+    y = ax + ax
+    t = lt_exp_neg_f32(y if y < np.float32(20.0) else np.float32(20.0))
+    big = np.float32(1.0) - (t + t) / (np.float32(1.0) + t)
+    r = math.copysign(small if ax < np.float32(0.55) else big, x)
+    return r if x == x else x
+'''
+
+# name -> (source, helpers it calls)
+HELPERS = {
+    "lt_exp_neg_f32": (_EXP_NEG, ()),
+    "lt_tanh_f32": (_TANH, ("lt_exp_neg_f32",)),
+}
+
+_CALL = re.compile(r"\b(lt_\w+_f32)\(")
+
+
+def definitions_for(source: str) -> list[str]:
+    """The definitions of the helpers `source` calls, each after the helpers it calls."""
+    wanted = []
+
+    def add(name):
+        if name in wanted:
+            return
+        for dep in HELPERS[name][1]:
+            add(dep)
+        wanted.append(name)
+
+    for name in sorted(set(_CALL.findall(source))):
+        if name in HELPERS:
+            add(name)
+    return [HELPERS[name][0] for name in wanted]
