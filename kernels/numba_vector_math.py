@@ -3,8 +3,8 @@
 numba lowers np.tanh / np.exp / ... on float32 to one libm call per element (this llvmlite has no
 SVML, so LLVM's loop vectorizer cannot widen them): a fused gradient kernel holding one tanh ran
 12x slower than the same kernel without it, and 10x slower than NumPy's SIMD np.tanh. The functions
-here are branch-free float32 arithmetic (polynomials, a division, selects, integer bit tests), so a
-kernel loop calling them runs 8 elements per AVX2 instruction.
+here are branch-free float32 arithmetic (polynomials, a division, selects, exponent bits put in place
+with numba's scalar .view), so a kernel loop calling them runs 8 elements per AVX2 instruction.
 
 Each helper is written into the generated module that calls it (kernels/render_numba.py,
 `module_header`), not imported from the prelude: a kernel's name hashes its source, so a change here
@@ -22,22 +22,50 @@ from __future__ import annotations
 
 import re
 
-# exp(-y) for y in [0, 20]: y = k ln2 - s with |s| <= ln2/2 (Cody-Waite: ln2 in two float32 parts,
-# so k * LN2_HI is exact), e^s by a degree-6 polynomial (relative error 3e-9), times 2^-k built from
-# the five bits of k by selects (exact powers of two; no bit casts, which numba has no scalar form of).
+# e^s for |s| <= ln2/2: a degree-6 polynomial (relative error 3e-9).
+_EXP_REDUCED = '''
+@njit(inline="always", error_model="numpy")
+def lt_exp_reduced_f32(s):
+    return np.float32(1.0) + s + s * s * (np.float32(0.4999999344768689) + s * (np.float32(0.16666520634647408)
+        + s * (np.float32(0.04166838803314525) + s * (np.float32(0.008368715856101324)
+        + s * np.float32(0.0013814595793038703)))))
+'''
+
+# exp(-y) for y in [0, 20] (tanh's): y = k ln2 - s with |s| <= ln2/2 (Cody-Waite: ln2 in two float32
+# parts, so k * LN2_HI is exact), times 2^-k made from its exponent bits (numba's scalar .view).
 _EXP_NEG = '''
 @njit(inline="always", error_model="numpy")
 def lt_exp_neg_f32(y):
     k = np.int32(y * np.float32(1.4426950408889634) + np.float32(0.5))
     kf = np.float32(k)
     s = (kf * np.float32(0.693145751953125) - y) + kf * np.float32(1.428606765330187e-06)
-    p = np.float32(1.0) + s + s * s * (np.float32(0.4999999344768689) + s * (np.float32(0.16666520634647408)
-        + s * (np.float32(0.04166838803314525) + s * (np.float32(0.008368715856101324)
-        + s * np.float32(0.0013814595793038703)))))
-    one = np.float32(1.0)
-    return (p * (np.float32(0.5) if k & 1 else one) * (np.float32(0.25) if k & 2 else one)
-            * (np.float32(0.0625) if k & 4 else one) * (np.float32(0.00390625) if k & 8 else one)
-            * (np.float32(1.52587890625e-05) if k & 16 else one))
+    return lt_exp_reduced_f32(s) * np.int32((127 - k) << 23).view(np.float32)
+'''
+
+# exp: x clamped to [-104, 88.8] (beyond, e^x rounds to 0 or overflows to inf all the same), reduced
+# as above; 2^k in two factors 2^(k >> 1) 2^(k - (k >> 1)), each a normal float32 for k in
+# [-150, 128], so subnormal results are rounded once, as libm's.
+_EXP = '''
+@njit(inline="always", error_model="numpy")
+def lt_exp_f32(x):
+    x = np.float32(x)
+    c = x if x < np.float32(88.8) else np.float32(88.8)
+    c = c if c > np.float32(-104.0) else np.float32(-104.0)
+    kf = np.floor(c * np.float32(1.4426950408889634) + np.float32(0.5))
+    k = np.int32(kf)
+    s = (c - kf * np.float32(0.693145751953125)) - kf * np.float32(1.428606765330187e-06)
+    k1 = k >> 1
+    r = (lt_exp_reduced_f32(s) * np.int32((k1 + 127) << 23).view(np.float32)
+         * np.int32((k - k1 + 127) << 23).view(np.float32))
+    return r if x == x else x
+'''
+
+# sigmoid as NumPy's reference computes it in float32: 1 / (1 + e^-x) (e^-x overflowing gives 0).
+_SIGMOID = '''
+@njit(inline="always", error_model="numpy")
+def lt_sigmoid_f32(x):
+    x = np.float32(x)
+    return np.float32(1.0) / (np.float32(1.0) + lt_exp_f32(-x))
 '''
 
 # tanh: |x| < 0.55: x + x z Q(z), z = x^2, Q a degree-4 fit of the relative error (1e-9);
@@ -61,7 +89,10 @@ def lt_tanh_f32(x):
 
 # name -> (source, helpers it calls)
 HELPERS = {
-    "lt_exp_neg_f32": (_EXP_NEG, ()),
+    "lt_exp_reduced_f32": (_EXP_REDUCED, ()),
+    "lt_exp_neg_f32": (_EXP_NEG, ("lt_exp_reduced_f32",)),
+    "lt_exp_f32": (_EXP, ("lt_exp_reduced_f32",)),
+    "lt_sigmoid_f32": (_SIGMOID, ("lt_exp_f32",)),
     "lt_tanh_f32": (_TANH, ("lt_exp_neg_f32",)),
 }
 

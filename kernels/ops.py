@@ -167,15 +167,18 @@ _SPECS = [
            py={"f": "np.isnan({0})", "*": "False"}),
     OpSpec("isfinite", 1, np.isfinite, ufunc_rule(np.isfinite), c={"f": "isfinite({0})", "*": "true"},
            py={"f": "np.isfinite({0})", "*": "True"}),
-    _unary_float("exp", "exp"), _unary_float("log", "log"), _unary_float("log1p", "log1p"),
+    # numba: float32 and float16 loops call branch-free float32 code that vectorizes (tanh, exp and
+    # sigmoid: kernels/numba_vector_math.py); libm's, called per element, kept the loop scalar
+    OpSpec("exp", 1, np.exp, ufunc_rule(np.exp), c={"f": "exp({0})"},
+           py={"f32": "lt_exp_f32({0})", "f16": "lt_exp_f32({0})", "f": "np.exp({0})"}),
+    _unary_float("log", "log"), _unary_float("log1p", "log1p"),
     _unary_float("expm1", "expm1"), _unary_float("sqrt", "sqrt"), _unary_float("sin", "sin"),
     _unary_float("cos", "cos"), _unary_float("tan", "tan"),
-    # numba: float32 and float16 loops call a branch-free float32 tanh that vectorizes
-    # (kernels/numba_vector_math.py); libm's, called per element, kept the loop scalar (12x slower)
     OpSpec("tanh", 1, np.tanh, ufunc_rule(np.tanh), c={"f": "tanh({0})"},
            py={"f32": "lt_tanh_f32({0})", "f16": "lt_tanh_f32({0})", "f": "np.tanh({0})"}),
     OpSpec("sigmoid", 1, _sigmoid_reference, _sigmoid_rule,
-           c={"f": "(({T})1 / (({T})1 + exp(-{0})))"}, py={"f": "lt_sigmoid({0})"}),
+           c={"f": "(({T})1 / (({T})1 + exp(-{0})))"},
+           py={"f32": "lt_sigmoid_f32({0})", "f16": "lt_sigmoid_f32({0})", "f": "lt_sigmoid({0})"}),
     OpSpec("relu", 1, _relu_reference, _relu_rule,
            c={"f": "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)", "*": "({0} > 0 ? {0} : ({T})0)"},
            py={"f": "({0} if ({0} > 0 or {0} != {0}) else 0.0)", "*": "({0} if {0} > 0 else {T}(0))"}),
