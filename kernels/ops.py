@@ -167,11 +167,13 @@ _SPECS = [
            py={"f": "np.isnan({0})", "*": "False"}),
     OpSpec("isfinite", 1, np.isfinite, ufunc_rule(np.isfinite), c={"f": "isfinite({0})", "*": "true"},
            py={"f": "np.isfinite({0})", "*": "True"}),
-    # numba: float32 and float16 loops call branch-free float32 code that vectorizes (tanh, exp and
+    # numba: float32 and float16 loops call branch-free float32 code that vectorizes (exp, log, tanh,
     # sigmoid: kernels/numba_vector_math.py); libm's, called per element, kept the loop scalar
     OpSpec("exp", 1, np.exp, ufunc_rule(np.exp), c={"f": "exp({0})"},
            py={"f32": "lt_exp_f32({0})", "f16": "lt_exp_f32({0})", "f": "np.exp({0})"}),
-    _unary_float("log", "log"), _unary_float("log1p", "log1p"),
+    OpSpec("log", 1, np.log, ufunc_rule(np.log), c={"f": "log({0})"},
+           py={"f32": "lt_log_f32({0})", "f16": "lt_log_f32({0})", "f": "np.log({0})"}),
+    _unary_float("log1p", "log1p"),
     _unary_float("expm1", "expm1"), _unary_float("sqrt", "sqrt"), _unary_float("sin", "sin"),
     _unary_float("cos", "cos"), _unary_float("tan", "tan"),
     OpSpec("tanh", 1, np.tanh, ufunc_rule(np.tanh), c={"f": "tanh({0})"},

@@ -46,8 +46,8 @@ def check_close(got, want, max_ulps):
     assert np.array_equal(np.signbit(got[~nan]), np.signbit(want[~nan])), "a sign differs (signed zeros)"
 
 
-NAMES = ("tanh", "exp", "sigmoid")
-EXACT = {"tanh": np.tanh, "exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x))}
+NAMES = ("tanh", "exp", "sigmoid", "log")
+EXACT = {"tanh": np.tanh, "exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "log": np.log}
 
 
 def _numpy(name, x):
@@ -57,7 +57,7 @@ def _numpy(name, x):
 
 
 def _all_three(x):
-    """tanh, exp and sigmoid of x from one kernel with three outputs, in pieces small enough for
+    """tanh, exp, sigmoid and log of x from one kernel with four outputs, in pieces small enough for
     the serial kernel (the parallel one compiles several times slower; both share the body)."""
     pieces = []
     for start in range(0, x.size, 60000):
@@ -67,13 +67,13 @@ def _all_three(x):
 
 
 def test_float32_within_an_ulp_or_two_of_the_rounded_float64_value():
-    """Against the float64 function rounded to float32: tanh and exp within 1 ulp, sigmoid within 2
-    on normal results (NumPy's float32 reference is 0 where e^-x overflows, below 1e-38). NumPy's
-    own float32 loops are 1 (tanh) and 2 (exp) ulps off the same reference: the oracle of the
-    random-DAG tests allows 8."""
+    """Against the float64 function rounded to float32: tanh, exp and log within 1 ulp, sigmoid
+    within 2 on normal results (NumPy's float32 reference is 0 where e^-x overflows, below 1e-38).
+    NumPy's own float32 loops are 1 (tanh), 2 (exp) and 4 (log) ulps off the same reference: the
+    oracle of the random-DAG tests allows 8."""
     x = float32_sample()
     results = _all_three(x)
-    for name, ulps in zip(NAMES, (1, 1, 2)):
+    for name, ulps in zip(NAMES, (1, 1, 2, 1)):
         got = results[name]
         with np.errstate(all="ignore"):
             want = EXACT[name](x.astype(np.float64)).astype(np.float32)
@@ -109,13 +109,14 @@ def ordered16(x):
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), min_size=1, max_size=300),
        st.sampled_from(NAMES))
-def test_in_a_fused_kernel_within_3_ulps_of_numpy(values, name):
-    dtype = np.float32
-    x = np.array(values, dtype)
-    y = np.linspace(-3, 3, x.size).astype(dtype)
+def test_in_a_fused_kernel_within_3_ulps(values, name):
+    """f(x * 0.5 + y) * 2 against f in float64 of the same float32 argument, rounded."""
+    f32 = np.float32
+    x = np.array(values, f32)
+    y = np.linspace(-3, 3, x.size).astype(f32)
     got = lt.evaluate(getattr(lt, name)(lt.asarray(x) * 0.5 + lt.asarray(y)) * 2).numpy()
     with np.errstate(all="ignore"):
-        want = _numpy(name, x * dtype(0.5) + y) * dtype(2)
+        want = EXACT[name]((x * f32(0.5) + y).astype(np.float64)).astype(f32) * f32(2)
     assert got.dtype == want.dtype
     np.testing.assert_array_max_ulp(got, want, maxulp=3)
 
@@ -135,13 +136,13 @@ def test_only_kernels_calling_a_helper_carry_its_definition():
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
 def test_the_kernel_loop_vectorizes_and_calls_no_libm():
-    """tanh(a * b) * sigmoid(b) + exp(a) over float32: the parallel loop holds packed float32
-    multiplies and no call of libm's tanhf or expf."""
+    """v = tanh(a * b) * sigmoid(b) + exp(a); v + log(v) over float32: the parallel loop holds
+    packed float32 multiplies and no call of libm's tanhf, expf, logf or floorf."""
     import numba
     f32 = np.dtype(np.float32)
     program = program_for((("load", f32, 0), ("load", f32, 1), ("multiply", f32, 0, 1), ("tanh", f32, 2),
-                           ("sigmoid", f32, 1), ("multiply", f32, 3, 4), ("exp", f32, 0), ("add", f32, 5, 6)),
-                          2, (), f32)
+                           ("sigmoid", f32, 1), ("multiply", f32, 3, 4), ("exp", f32, 0), ("add", f32, 5, 6),
+                           ("log", f32, 7), ("add", f32, 7, 8)), 2, (), f32)
     source = render_numba(program, Layout(1, True)).replace("cache=True", "cache=False")
     module = {}
     exec(compile(source, "<kernel>", "exec"), module)
@@ -149,7 +150,7 @@ def test_the_kernel_loop_vectorizes_and_calls_no_libm():
     array = numba.types.Array(numba.float32, 1, "C")
     fn.compile((array, array, array))
     asm = fn.inspect_asm(fn.signatures[0])
-    for libm in ("tanhf", "expf", "floorf"):
+    for libm in ("tanhf", "expf", "logf", "floorf"):
         assert f"${libm}" not in asm, f"the kernel calls libm's {libm}"
     assert "mulps" in asm                       # packed float32 multiplies: the loop is vectorized
 
