@@ -182,3 +182,18 @@ def test_stride_0_inputs_anywhere_give_numpys_values(shape, cut):
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     bound = 4 * np.finfo(np.float32).eps * (np.abs(np.tanh(x64) * y64) + np.abs(x64))
     assert (np.abs(got - (np.tanh(x64) * y64 + x64)) <= bound).all()
+
+
+@pytest.mark.slow
+def test_every_float32_pattern_within_the_bounds():
+    """The whole float32 range, 2^24 patterns at a time (minutes): the bounds of the dense sample."""
+    step = 1 << 24
+    for start in range(0, 1 << 32, step):
+        x = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        t = lt.asarray(x)
+        results = lt.evaluate(*(getattr(lt, name)(t) for name in NAMES))
+        for name, ulps, got in zip(NAMES, (1, 1, 2, 1), results):
+            with np.errstate(all="ignore"):
+                want = EXACT[name](x.astype(np.float64)).astype(np.float32)
+            keep = ~((np.abs(want) < np.finfo(np.float32).tiny) & (name == "sigmoid"))
+            check_close(got.numpy()[keep], want[keep], ulps)
