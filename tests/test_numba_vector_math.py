@@ -152,6 +152,7 @@ def test_the_kernel_loop_vectorizes_and_calls_no_libm():
     asm = fn.inspect_asm(fn.signatures[0])
     for libm in ("tanhf", "expf", "logf", "floorf"):
         assert f"${libm}" not in asm, f"the kernel calls libm's {libm}"
+    assert not [line for line in asm.splitlines() if "call" in line and "lt_" in line], "a helper is not inlined"
     assert "mulps" in asm                       # packed float32 multiplies: the loop is vectorized
 
 
