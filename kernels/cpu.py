@@ -71,6 +71,23 @@ def layout_for(out: np.ndarray, inputs) -> Layout:
     return layout_of(shape, [a.shape for a in inputs], False)
 
 
+def compact_broadcasts(out: np.ndarray, inputs, layout: Layout):
+    """Inputs broadcast by stride 0 (np.broadcast_to, a gradient of a sum: the seed broadcast to the
+    summed shape) cut to size 1 along those axes, and the layout for them: the kernel then reads such
+    an input as broadcast (in0[0], loaded once), where a strided array would keep LLVM from
+    vectorizing the whole loop (the gradients of sum(tanh(a*b+c)*d) ran 3x slower)."""
+    compacted = None
+    for k, a in enumerate(inputs):
+        if a.size > 1 and 0 in a.strides:
+            cut = tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)
+            if compacted is None:
+                compacted = list(inputs)
+            compacted[k] = a[cut]
+    if compacted is None:
+        return inputs, layout
+    return compacted, layout_of(out.shape, [a.shape for a in compacted], False)
+
+
 class CpuBackend:
     name = "cpu"
     bind_elementwise = None     # no launch to bind ahead (FusedElementwise.run asks on every run)
@@ -141,6 +158,7 @@ class CpuBackend:
                 if kernel is not None:
                     flat[1][(program, layout.ndim)] = kernel
         else:
+            inputs, layout = compact_broadcasts(out, inputs, layout)
             kernel = self.kernels.get((program, layout))
         if kernel is not None:
             fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
@@ -276,6 +294,8 @@ class CpuBackend:
 
     def explain_elementwise(self, program, out, inputs) -> str:
         layout = layout_for(out, inputs)
+        if not layout.flat:
+            inputs, layout = compact_broadcasts(out, inputs, layout)
         source = render_numba(program, layout)
         large = out.size >= PARALLEL_MIN_ELEMENTS
         variant = "kernel_par (numba parallel, prange)" if large else "kernel_seq (numba serial)"

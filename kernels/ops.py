@@ -5,7 +5,8 @@ Snippets are format strings over the operands `{0} {1} {2}`, the C type of the o
 its unsigned twin `{U}` and the loop dtype's width in bits `{N}` (the register of an 8- or 16-bit
 integer is wider than its dtype, so shifts and float16's nextafter need the dtype's own width). A snippet is chosen by the kinds of the loop dtypes of the operands
 ('b' bool, 'i' signed, 'u' unsigned, 'f' float): first the joined kinds of all operands (for
-mixed-signedness comparisons, 'iu'), then the first operand's kind, then '*'.
+mixed-signedness comparisons, 'iu'), then the first operand's kind, then '*'; a key with the loop
+dtype's width after the kind ('f32') comes before all of them, for a snippet of one width only.
 
 Values of float16 ops live in float registers, so 'f' snippets serve float16, float32 and float64 alike.
 Helper functions named in snippets (lt_floordiv, ...) come from the prelude of each language:
@@ -29,9 +30,9 @@ class OpSpec:
     py: dict = field(repr=False)  # snippets for numba
     symbol: str | None = None    # infix spelling for repr/explain, e.g. '+'
 
-    def snippet(self, lang: str, kinds: str) -> str:
+    def snippet(self, lang: str, kinds: str, bits: int | None = None) -> str:
         table = self.c if lang == "c" else self.py
-        for k in (kinds, kinds[0], "*"):
+        for k in ((f"{kinds}{bits}" if bits else kinds), kinds, kinds[0], "*"):
             if k in table:
                 return table[k]
         raise KeyError(f"op {self.name!r} has no {lang} snippet for operand kinds {kinds!r}")
@@ -166,11 +167,20 @@ _SPECS = [
            py={"f": "np.isnan({0})", "*": "False"}),
     OpSpec("isfinite", 1, np.isfinite, ufunc_rule(np.isfinite), c={"f": "isfinite({0})", "*": "true"},
            py={"f": "np.isfinite({0})", "*": "True"}),
-    _unary_float("exp", "exp"), _unary_float("log", "log"), _unary_float("log1p", "log1p"),
+    # numba: float32 and float16 loops call branch-free float32 code that vectorizes (exp, log, tanh,
+    # sigmoid: kernels/numba_vector_math.py); libm's, called per element, kept the loop scalar
+    OpSpec("exp", 1, np.exp, ufunc_rule(np.exp), c={"f": "exp({0})"},
+           py={"f32": "lt_exp_f32({0})", "f16": "lt_exp_f32({0})", "f": "np.exp({0})"}),
+    OpSpec("log", 1, np.log, ufunc_rule(np.log), c={"f": "log({0})"},
+           py={"f32": "lt_log_f32({0})", "f16": "lt_log_f32({0})", "f": "np.log({0})"}),
+    _unary_float("log1p", "log1p"),
     _unary_float("expm1", "expm1"), _unary_float("sqrt", "sqrt"), _unary_float("sin", "sin"),
-    _unary_float("cos", "cos"), _unary_float("tan", "tan"), _unary_float("tanh", "tanh"),
+    _unary_float("cos", "cos"), _unary_float("tan", "tan"),
+    OpSpec("tanh", 1, np.tanh, ufunc_rule(np.tanh), c={"f": "tanh({0})"},
+           py={"f32": "lt_tanh_f32({0})", "f16": "lt_tanh_f32({0})", "f": "np.tanh({0})"}),
     OpSpec("sigmoid", 1, _sigmoid_reference, _sigmoid_rule,
-           c={"f": "(({T})1 / (({T})1 + exp(-{0})))"}, py={"f": "lt_sigmoid({0})"}),
+           c={"f": "(({T})1 / (({T})1 + exp(-{0})))"},
+           py={"f32": "lt_sigmoid_f32({0})", "f16": "lt_sigmoid_f32({0})", "f": "lt_sigmoid({0})"}),
     OpSpec("relu", 1, _relu_reference, _relu_rule,
            c={"f": "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)", "*": "({0} > 0 ? {0} : ({T})0)"},
            py={"f": "({0} if ({0} > 0 or {0} != {0}) else 0.0)", "*": "({0} if {0} > 0 else {T}(0))"}),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .numba_vector_math import definitions_for
 from .ops import OPS, kind
 from .program import ElementwiseProgram, Layout, output_name
 
@@ -19,6 +20,12 @@ _BOOL = np.dtype(bool)
 MODULE_HEADER = ("import math", "import numpy as np", "from numba import njit, prange",
                  "from lazytensor.kernels.numba_prelude import *", "")
 JIT = "@njit(parallel={parallel}, cache=True, error_model='numpy', boundscheck=False, nogil=True)"
+
+
+def module_header(code: list[str]) -> list[str]:
+    """The lines a kernel module starts with: the imports, then the vectorizing float32 helpers
+    (kernels/numba_vector_math.py) that `code` calls, written into the module itself."""
+    return list(MODULE_HEADER) + definitions_for("\n".join(code))
 
 
 def register_type(dtype: np.dtype) -> str:
@@ -76,9 +83,9 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
             kinds = "".join(kind(dtypes[a]) for a in args)
             if len(set(kinds)) == 1:
                 kinds = kinds[0]
-            snippet = OPS[op].snippet("py", kinds)
-            loop_t = register_type(dtypes[args[0]])
             bits = dtypes[args[0]].itemsize * 8
+            snippet = OPS[op].snippet("py", kinds, bits)
+            loop_t = register_type(dtypes[args[0]])
             rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, N=bits), dtype)
         lines.append(f"v{vid} = {rhs}")
     return lines
@@ -116,7 +123,7 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
 
     if program.relu_mask:
         return _render_with_mask(program, layout, params, prologue, body, result)
-    src = list(MODULE_HEADER)
+    src = module_header(body)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
         src.append(JIT.format(parallel=parallel))
         src.append(f"def {name}({', '.join(params)}):")
@@ -149,7 +156,7 @@ def _render_with_mask(program, layout, params, prologue, body, result) -> str:
         prologue = prologue + ["o = out.reshape(-1)"]
         index = [f"i{d} = (i // ({' * '.join(f'out.shape[{e}]' for e in range(d + 1, nd)) or '1'})) % out.shape[{d}]"
                  for d in range(nd)]
-    src = list(MODULE_HEADER)
+    src = module_header(body)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
         src.append(JIT.format(parallel=parallel))
         src.append(f"def {name}({', '.join(params)}):")
@@ -179,7 +186,7 @@ def _render_with_mask_nested(program, layout, params, prologue, body, result) ->
     whose bits run on across slices)."""
     nd = layout.ndim
     idx = [f"i{d}" for d in range(nd)]
-    src = list(MODULE_HEADER)
+    src = module_header(body)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
         src.append(JIT.format(parallel=parallel))
         src.append(f"def {name}({', '.join(params)}):")

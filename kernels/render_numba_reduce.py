@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .program import ElementwiseProgram, Layout, Reduction
-from .render_numba import JIT, MODULE_HEADER, body_lines, broadcast_element, store_expr
+from .render_numba import JIT, body_lines, broadcast_element, module_header, store_expr
 
 CHUNKS = 64
 LANES = 16      # partial sums per chunk of a full reduction: enough independent adds to hide latency
@@ -135,7 +135,7 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     faster. numba compiles only the variant that is called."""
     parallel = _render(program, spec, layout, True)
     serial = _render(program, spec, layout, False)
-    return "\n".join(list(MODULE_HEADER) + [parallel, serial])
+    return "\n".join(module_header([parallel, serial]) + [parallel, serial])
 
 
 def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parallel: bool) -> str:
