@@ -2,7 +2,9 @@
 
 `step(grads)` takes one gradient per parameter, as `lt.grad` returns them: lazy expressions, so each
 parameter's update fuses with the last elementwise work of its gradient, and the new state and the
-new parameter are written by one simultaneous assignment (one kernel per parameter).
+new parameter of every parameter are written by ONE simultaneous assignment: the work the gradients
+share (the forward, the backward down to each layer) runs once, and each update fuses with its
+gradient's last elementwise kernel.
 
 Mixed precision: a float16 parameter gets a float32 master copy; the update runs on the master and
 the parameter receives its float16 rounding (PyTorch AMP's practice with fp32 master weights).
@@ -54,14 +56,18 @@ class Optimizer:
         # Ctrl-C during the step arrives after it: every parameter and moment updated, never some.
         with interrupts_deferred():
             self.steps += 1
+            writes = []
             for i, (p, g) in enumerate(zip(self.params, grads)):
                 master = self.master[i]
                 weights = p if master is None else master
-                writes = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
-                new_weights = writes[-1][1]
+                mine = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
                 if master is not None:
-                    writes.append((p, new_weights.astype(p.dtype)))
-                assign(writes)
+                    mine.append((p, mine[-1][1].astype(p.dtype)))
+                writes += mine
+            # ONE simultaneous assignment of every parameter: the gradients share their forward and
+            # backward work, which one plan computes once (one assignment per parameter would
+            # recompute it for each), and each update fuses with its gradient's last kernel.
+            assign(writes)
 
     def _update(self, i: int, w, g) -> list:
         """[(tensor, its new value), ...] for parameter i, the weights last."""

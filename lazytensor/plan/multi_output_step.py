@@ -19,9 +19,6 @@ class MultiOutputElementwise(FusedElementwise):
         self.reads = reads
         self.labels = labels
 
-    def capture_refusal(self):
-        return "a plan with several results is not recorded as a recipe"
-
     def describe(self, source: bool = True) -> str:
         writes = ", ".join(f"{output_name(k)} = {label}" for k, label in enumerate(self.labels))
         head = (f"FusedElementwise with {len(self.outs)} output{'s' if len(self.outs) > 1 else ''} on {self.backend.name}: "
