@@ -75,3 +75,30 @@ def test_a_step_runs_each_matmul_once():
             _step(tx, tl, layers, opt)
         kinds = [k.kind for k in p.kernels]
         assert kinds.count("matmul") == 8, kinds
+
+
+def test_an_expression_several_heavy_steps_read_is_evaluated_once():
+    """The forward activations (read by the next matmul and, transposed, by the weight gradient) and
+    each layer's pre-activation gradient (read by both backward matmuls and the bias gradient's
+    reduction) are each evaluated once; the reductions read them."""
+    x, labels, layers = _mlp((13, 11, 9, 5), 17, 0, np.float32)
+    tx, tl = lt.asarray(x.astype(np.float32)), lt.asarray(labels)
+    h = tx
+    for layer in layers[:-1]:
+        h = lt.relu(layer(h))
+    loss = lt.cross_entropy(layers[-1](h), tl)
+    grads = lt.grad(loss, [p for layer in layers for p in layer.parameters()])
+    text = str(lt.explain(list(grads), source=False))
+    steps = [line for line in text.splitlines() if line.startswith("[")]
+    elementwise = [s for s in steps if "FusedElementwise on" in s]
+    assert sum("187 elements" in s for s in elementwise) == 2, text       # h1, and dz1
+    assert sum("153 elements" in s for s in elementwise) == 2, text       # h2, and dz2
+    reductions = [s for s in steps if "FusedReduction" in s and "over axes (0,)" in s]
+    assert len(reductions) == 3 and all(s.endswith("1 array inputs") for s in reductions), reductions
+    values = lt.evaluate(*grads)
+    weights = [layer.weight.numpy().astype(np.float64) for layer in layers]
+    biases = [layer.bias.numpy().astype(np.float64) for layer in layers]
+    new_w, new_b = _reference_step(x.astype(np.float32).astype(np.float64), labels, weights, biases, 1.0)
+    want = [v for w, b, nw, nb in zip(weights, biases, new_w, new_b) for v in (w - nw, b - nb)]
+    for got, w in zip(values, want):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-6)

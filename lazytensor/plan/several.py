@@ -25,7 +25,7 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
-from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter
+from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, _evaluated, aliased, copy_step, cutter
 
 
 def check_disjoint(outs) -> None:
@@ -52,8 +52,12 @@ def plan_several(pairs, backend) -> list:
         cut(node)                                     # one memo: a shared heavy node runs once
         for step in steps[first:]:
             _add_note(step, f"shared by results {_listed(users)}: runs once")
-    pairs = _root_writers(pairs, backend, cut, steps, {id(node) for node, _ in shared})
-    roots = [None if out is None else cut(node) for out, node in pairs]
+    # The other results first: a root writer (a reduction) may then read what their steps evaluated.
+    writers = _root_writer_candidates(pairs, {id(node) for node, _ in shared})
+    roots = [None if out is None or i in writers else cut(node) for i, (out, node) in enumerate(pairs)]
+    pairs = _root_writers(pairs, backend, cut, steps, writers)
+    roots = [cut(node) if i in writers and out is not None else r for i, (r, (out, node)) in enumerate(zip(roots, pairs))]
+    roots = [r if r is None or _evaluated(cut, r) is None else _evaluated(cut, r) for r in roots]  # read what a step evaluated
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
     for i, (out, _) in enumerate(pairs):
@@ -162,17 +166,28 @@ def _whole_plan_patterns(pairs, backend, shared):
     return patterned, result
 
 
-def _root_writers(pairs, backend, cut, steps, shared_ids) -> list:
-    """A result whose root is a heavy node that can write its destination itself (a reduction, a
-    convolution: the planner's ROOT_WRITERS) does so, as `dst[...] = x.sum()` does, when nothing
-    else reads that destination and the node is no other result's too; its steps go to `steps`.
-    -> pairs with those results' destinations replaced by None."""
-    result = list(pairs)
+def _root_writer_candidates(pairs, shared_ids) -> set:
+    """The indices of the results whose root is a heavy node that can write its destination itself
+    (a reduction, a convolution: the planner's ROOT_WRITERS), when nothing else reads that
+    destination and the node is no other result's too."""
+    found = set()
     for i, (out, node) in enumerate(pairs):
         if (out is None or getattr(node, "op", None) not in ROOT_WRITERS or id(node) in shared_ids
                 or node.dtype != out.dtype or tuple(node.shape) != out.shape):
             continue
         if any(may_overlap(a, out) for j, (_, other) in enumerate(pairs) if j != i for a in _arrays_read(other)):
+            continue
+        found.add(i)
+    return found
+
+
+def _root_writers(pairs, backend, cut, steps, candidates) -> list:
+    """Each candidate result (_root_writer_candidates) writes its destination itself, as
+    `dst[...] = x.sum()` does, unless it reads that destination through another index map; its
+    steps go to `steps`. -> pairs with those results' destinations replaced by None."""
+    result = list(pairs)
+    for i, (out, node) in enumerate(pairs):
+        if i not in candidates:
             continue
         args = [cut(a) for a in node.args]
         if aliased(out, [leaf.data for a in args for leaf in a.leaves]):
