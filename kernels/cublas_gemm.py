@@ -13,10 +13,11 @@ cuBLAS is column-major: the row-major result C (m x n) is, to it, the column-maj
 C^T = B^T A^T; a row-major operand is its own transpose in column-major order (op N), a transposed
 view of a row-major matrix is the matrix itself (op T).
 
-The calls go through a cuBLAS handle of lazytensor's own per device, with a workspace set on it
-once (cublasSetWorkspace): cuBLAS then takes no memory during a call, and graphs captured with it
-use that workspace, which lives as long as the process (the handle is never given back).
-CuPy's own handle and its settings are left alone.
+The calls go through a cuBLAS handle of lazytensor's own per device, called through ctypes (some
+CuPy versions refuse their cuBLAS wrappers during stream capture), with a workspace of its own set
+on every call after the stream (cublasSetStream resets it): cuBLAS then takes no memory during a
+call, and graphs captured with it use that workspace, which lives as long as the process (the
+handle is never given back). CuPy's own handle and its settings are left alone.
 """
 from __future__ import annotations
 
@@ -142,51 +143,88 @@ def gemm_arguments(a_shape, a_strides, b_shape, b_strides, out_shape, out_stride
     return args, None
 
 
-class _Handle:
-    """lazytensor's cuBLAS handle on one device and the workspace set on it."""
-    __slots__ = ("handle", "workspace")
+class _Library:
+    """libcublas through ctypes. CuPy's wrappers set the handle's stream on every call, and some
+    CuPy versions refuse that during stream capture ("calling cuBLAS API during stream capture is
+    currently unsupported"), so the few functions used here are called directly."""
+
+    def __init__(self):
+        import ctypes
+        from cupy_backends.cuda.libs import cublas as _loaded   # noqa: F401  (loads libcublas)
+        lib = None
+        for name in ("libcublas.so.12", "libcublas.so.13", "libcublas.so.11", "libcublas.so", "cublas64_12.dll"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise OSError("libcublas could not be loaded (tried libcublas.so.12/13/11)")
+        p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        self.create = self._function(lib.cublasCreate_v2, [ctypes.POINTER(p)])
+        self.set_stream = self._function(lib.cublasSetStream_v2, [p, p])
+        self.set_workspace = self._function(lib.cublasSetWorkspace_v2, [p, p, ctypes.c_size_t])
+        self.gemm = self._function(lib.cublasGemmEx, [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i])
+        self.gemm_batched = self._function(lib.cublasGemmStridedBatchedEx,
+                                           [p, i, i, i, i, i, p, p, i, i, ll, p, i, i, ll, p, p, i, i, ll, i, i, i])
+        self.ctypes = ctypes
+
+    @staticmethod
+    def _function(f, argtypes):
+        import ctypes
+        f.argtypes = argtypes
+        f.restype = ctypes.c_int
+        name = f.__name__
+
+        def call(*args):
+            status = f(*args)
+            if status != 0:
+                raise RuntimeError(f"cuBLAS {name} failed with status {status}")
+        return call
 
 
-_handles: dict = {}
+_library = []
+_handles: dict = {}     # device id -> (handle, the workspace set on it)
 
 
-def _handle_for(device_id: int):
+def _lib() -> _Library:
+    if not _library:
+        _library.append(_Library())
+    return _library[0]
+
+
+def _handle_for(lib, device_id: int):
     h = _handles.get(device_id)
     if h is None:
         import cupy
-        from cupy_backends.cuda.libs import cublas
-        h = _Handle()
         with cupy.cuda.Device(device_id):
-            h.handle = cublas.create()
-            h.workspace = cupy.empty(WORKSPACE_BYTES, np.uint8)
-            set_workspace = getattr(cublas, "setWorkspace", None)
-            if set_workspace is not None:    # else cuBLAS uses the pool it took at the handle's creation
-                set_workspace(h.handle, h.workspace.data.ptr, WORKSPACE_BYTES)
-        _handles[device_id] = h
-    return h.handle
+            handle = lib.ctypes.c_void_p()
+            lib.create(lib.ctypes.byref(handle))
+            h = _handles[device_id] = (handle.value, cupy.empty(WORKSPACE_BYTES, np.uint8))
+    return h
 
 
 def run_gemm(args: GemmArguments, a, b, out) -> None:
     """out[...] = a @ b on the current stream of out's device, as `args` (gemm_arguments) says."""
     import cupy
-    from cupy_backends.cuda.libs import cublas
-    handle = _handle_for(out.device.id)
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    lib = _lib()
+    handle, workspace = _handle_for(lib, out.device.id)
+    lib.set_stream(handle, cupy.cuda.get_current_stream().ptr)
+    lib.set_workspace(handle, workspace.data.ptr, WORKSPACE_BYTES)    # setting the stream resets it
     dtype = out.dtype
     data_type = _DATA_TYPE[dtype]
-    compute_dtype = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
     compute = _COMPUTE_64F if dtype == np.float64 else _COMPUTE_32F
-    one, zero = _ONE_ZERO[compute_dtype]
+    one, zero = _ONE_ZERO[np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)]
     x, y = (a, b) if args.first == "a" else (b, a)
     if args.batch == 1:
-        cublas.gemmEx(handle, args.transa, args.transb, args.m, args.n, args.k, one.ctypes.data,
-                      x.data.ptr, data_type, args.lda, y.data.ptr, data_type, args.ldb, zero.ctypes.data,
-                      out.data.ptr, data_type, args.ldc, compute, _ALGO_DEFAULT)
+        lib.gemm(handle, args.transa, args.transb, args.m, args.n, args.k, one.ctypes.data,
+                 x.data.ptr, data_type, args.lda, y.data.ptr, data_type, args.ldb, zero.ctypes.data,
+                 out.data.ptr, data_type, args.ldc, compute, _ALGO_DEFAULT)
     else:
-        cublas.gemmStridedBatchedEx(handle, args.transa, args.transb, args.m, args.n, args.k, one.ctypes.data,
-                                    x.data.ptr, data_type, args.lda, args.stride_a, y.data.ptr, data_type,
-                                    args.ldb, args.stride_b, zero.ctypes.data, out.data.ptr, data_type,
-                                    args.ldc, args.stride_c, args.batch, compute, _ALGO_DEFAULT)
+        lib.gemm_batched(handle, args.transa, args.transb, args.m, args.n, args.k, one.ctypes.data,
+                         x.data.ptr, data_type, args.lda, args.stride_a, y.data.ptr, data_type, args.ldb,
+                         args.stride_b, zero.ctypes.data, out.data.ptr, data_type, args.ldc, args.stride_c,
+                         args.batch, compute, _ALGO_DEFAULT)
 
 
 def arguments_for(a, b, out):

@@ -102,3 +102,26 @@ def test_an_expression_several_heavy_steps_read_is_evaluated_once():
     want = [v for w, b, nw, nb in zip(weights, biases, new_w, new_b) for v in (w - nw, b - nb)]
     for got, w in zip(values, want):
         np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda ps: lt.nn.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+                                  lambda ps: lt.nn.AdamW(ps, lr=0.01)])
+def test_one_assignment_of_every_parameter_gives_each_parameters_own_update(make):
+    """Parameters of several shapes and dtypes (float16 with a float32 master) updated by one
+    assignment: each gets what an optimizer of its own gives it."""
+    rng = np.random.default_rng(3)
+    shapes = [((4, 3), np.float32), ((3,), np.float16), ((2, 5), np.float16), ((4, 3), np.float64)]
+    values = [rng.standard_normal(s).astype(d) for s, d in shapes]
+    grads = [[rng.standard_normal(s).astype(d) for s, d in shapes] for _ in range(3)]
+    together = [lt.asarray(v.copy()) for v in values]
+    alone = [lt.asarray(v.copy()) for v in values]
+    opt = make(together)
+    opts = [make([p]) for p in alone]
+    for gs in grads:
+        with lt.profile() as p:
+            opt.step([lt.asarray(g) for g in gs])
+        assert len(p.kernels) == 3          # one kernel per shape: (4, 3) twice, (3,), (2, 5)
+        for o, q, g in zip(opts, alone, gs):
+            o.step([lt.asarray(g)])
+    for a, b in zip(together, alone):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

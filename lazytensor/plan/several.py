@@ -171,11 +171,13 @@ def _root_writer_candidates(pairs, shared_ids) -> set:
     (a reduction, a convolution: the planner's ROOT_WRITERS), when nothing else reads that
     destination and the node is no other result's too."""
     found = set()
+    reads: dict = {}                # j -> the arrays result j reads, walked once
     for i, (out, node) in enumerate(pairs):
         if (out is None or getattr(node, "op", None) not in ROOT_WRITERS or id(node) in shared_ids
                 or node.dtype != out.dtype or tuple(node.shape) != out.shape):
             continue
-        if any(may_overlap(a, out) for j, (_, other) in enumerate(pairs) if j != i for a in _arrays_read(other)):
+        if any(may_overlap(a, out) for j, (_, other) in enumerate(pairs) if j != i
+               for a in (reads[j] if j in reads else reads.setdefault(j, _arrays_read(other)))):
             continue
         found.add(i)
     return found

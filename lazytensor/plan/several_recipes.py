@@ -60,13 +60,17 @@ def signature_several(pairs):
             t = type(node)
             if t is Tensor:
                 a = node.data
-                at = address(a)
-                own = id(owner(a))
+                layout = node.layout
+                if layout is None:          # a tensor's array never changes: read it once (as recipes do)
+                    at = address(a)
+                    layout = node.layout = (("T", node.dtype, node.shape, a.strides, recipes._place(a), at & 15),
+                                            id(owner(a)), at)
+                part, own, at = layout
                 dest = dests.get(own)
                 if dest is not None:        # read where a destination is written: its place matters
-                    part = ("T", _layout(a), "dest", dest[0], at - dest[1])
+                    part = (part, "dest", dest[0], at - dest[1])
                 else:
-                    part = ("T", _layout(a), owners.setdefault(own, len(tensors)))
+                    part = (part, owners.setdefault(own, len(tensors)))
                 tensors.append(a)
                 addresses.append(at)
             elif t is Const:
