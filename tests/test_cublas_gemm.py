@@ -75,3 +75,13 @@ def test_refusals_say_why():
     assert "flatten" in gemm_arguments((2, 1, 4, 4), half.strides, (2, 3, 4, 4), np.ones((2, 3, 4, 4), f32).strides,
                                        (2, 3, 4, 4), np.ones((2, 3, 4, 4), f32).strides, 4)[1]
     assert arguments_for(np.ones((0, 3)), np.ones((3, 2)), np.ones((0, 2)))[1] == "an empty operand"
+
+
+def test_explain_names_the_operands_passed_transposed():
+    from lazytensor.plan.matmul_plan import _layouts
+    x, w = np.ones((6, 4), np.float32), np.ones((3, 4), np.float32)
+    assert _layouts(arguments_for(x, w.T, np.ones((6, 3), np.float32))[0]) == "b: a transposed view (op flag, no copy)"
+    assert _layouts(arguments_for(w.T.T, x.T, np.ones((6, 3), np.float32).T)[0]) == (
+        "b: a transposed view (op flag, no copy), the result written transposed")
+    assert _layouts(arguments_for(x.T, np.ones((3, 6), np.float32).T, np.ones((4, 3), np.float32))[0]) == (
+        "a: a transposed view (op flag, no copy), b: a transposed view (op flag, no copy)")

@@ -39,10 +39,7 @@ class MatmulStep:
         if self.backend.name == "cpu":
             how = "NumPy matmul (BLAS)"
         elif self.gemm is not None:
-            g = self.gemm
-            ops = "".join("N" if op == 0 else "T" for op in (g.transa, g.transb))
-            how = (f"cuBLAS {'strided batched ' if g.batch > 1 else ''}GEMM {ops} (operands as they are, no "
-                   f"allocation: capturable)")
+            how = f"cuBLAS {'strided batched ' if self.gemm.batch > 1 else ''}GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
         else:
             how = f"cupy.matmul (cuBLAS; not called directly for {self.why})"
         text = (f"Matmul on {self.backend.name}: {self.a.shape} @ {self.b.shape} -> {self.out.shape} "
@@ -51,6 +48,18 @@ class MatmulStep:
         if self.note:
             text += f"\n  note: {self.note}"
         return text
+
+
+def _layouts(g) -> str:
+    """How the operands and result go to cuBLAS, in the user's terms."""
+    # A row-major result: cuBLAS's A' is b and op T means a transposed view; a transposed result
+    # (C^T = B^T A^T): cuBLAS's A' is a and op N means a transposed view.
+    view = 1 if g.first == "b" else 0
+    views = {"b" if g.first == "b" else "a": g.transa == view, "a" if g.first == "b" else "b": g.transb == view}
+    said = [f"{name}: a transposed view (op flag, no copy)" for name in ("a", "b") if views[name]]
+    if g.first == "a":
+        said.append("the result written transposed")
+    return ", ".join(said) or "operands and result row-major"
 
 
 def _build_matmul(node, backend, cut, out):
