@@ -125,3 +125,18 @@ def test_one_assignment_of_every_parameter_gives_each_parameters_own_update(make
             o.step([lt.asarray(g)])
     for a, b in zip(together, alone):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@settings(max_examples=10, deadline=None)
+@given(batch=st.sampled_from([(), (3,), (2, 1)]), m=st.integers(1, 6), k=st.integers(1, 5), n=st.integers(1, 6),
+       seed=st.integers(0, 99))
+def test_a_transposed_product_is_computed_transposed(batch, m, k, n, seed):
+    """(a @ b).T, as a weight gradient of x @ w.T is: the product is written transposed into a
+    temporary of the view's layout (no transposed copy), and what reads it gets NumPy's values."""
+    rng = np.random.default_rng(seed)
+    a, b, c = rng.standard_normal((*batch, m, k)), rng.standard_normal((k, n)), rng.standard_normal(m)
+    e = lt.swapaxes(lt.asarray(a) @ lt.asarray(b), -1, -2) * 2.0 + lt.asarray(c)
+    text = str(lt.explain(e, source=False))
+    assert text.count("Matmul on cpu") == 1 and "computed transposed, as it is read" in text, text
+    assert "materialized into a temporary for a view" not in text
+    np.testing.assert_allclose(lt.evaluate(e).numpy(), np.swapaxes(a @ b, -1, -2) * 2 + c, rtol=1e-12, atol=1e-12)

@@ -64,10 +64,10 @@ def _layouts(g) -> str:
 
 def _build_matmul(node, backend, cut, out):
     """The matmul as a step; as the plan's root it writes the destination when that shares no memory
-    with its operands (and, on CUDA, is contiguous: cupy.matmul's out), else a temporary then a copy."""
+    with its operands (and, on CUDA, cuBLAS takes its layout or it is contiguous: cupy.matmul's out),
+    else a temporary then a copy."""
     steps: list = []
-    a = materialized(cut(node.args[0]), backend, steps, cut)
-    b = materialized(cut(node.args[1]), backend, steps, cut)
+    a, b = _operands(node, backend, cut, steps)
     direct = (out is not None and not any(may_overlap(out, t.data) for t in (a, b))
               and (backend.name == "cpu" or out.flags.c_contiguous or arguments_for(a.data, b.data, out)[0] is not None))
     y = out if direct else backend.empty(tuple(node.shape), node.dtype)
@@ -79,3 +79,42 @@ def _build_matmul(node, backend, cut, out):
 
 HEAVY["matmul"] = _build_matmul
 ROOT_WRITERS.add("matmul")
+
+
+def _operands(node, backend, cut, steps):
+    return (materialized(cut(node.args[0]), backend, steps, cut),
+            materialized(cut(node.args[1]), backend, steps, cut))
+
+
+_build_view = HEAVY["materialize"]
+
+
+def _build_transposed_matmul(node, backend, cut, out):
+    """`(a @ b).T` (a weight gradient of `x @ w.T`): the product is computed transposed, into a
+    temporary of the view's layout (cuBLAS writes C^T = B^T A^T), so that what reads the view reads
+    rows, not columns of a temporary (and no transposed copy is made). The matmul node then stands
+    for the transposed view of that temporary, should anything else read it. Other views, and a
+    matmul already planned, go the usual way."""
+    x = node.args[0]
+    step = node.attrs[0]
+    memo = getattr(cut, "memo", None)
+    if (getattr(x, "op", None) != "matmul" or len(x.shape) < 2 or not _swaps_last_axes(step, len(x.shape))
+            or memo is None or id(x) in memo or x.dtype != node.dtype):
+        return _build_view(node, backend, cut, out)
+    steps: list = []
+    a, b = _operands(x, backend, cut, steps)
+    y = backend.empty(tuple(node.shape), node.dtype)
+    product = y.swapaxes(-1, -2)                    # x's shape, written through the transposed view
+    if backend.name != "cpu" and arguments_for(a.data, b.data, product)[0] is None:
+        return _build_view(node, backend, cut, out)  # cupy.matmul writes contiguous results only
+    steps.append(MatmulStep(backend, a.data, b.data, product, note="computed transposed, as it is read"))
+    memo[id(x)] = _tensor.Tensor(product, x.device)
+    return steps, _tensor.Tensor(y, node.device)
+
+
+def _swaps_last_axes(step, ndim) -> bool:
+    kind, arg = step
+    return kind == "transpose" and tuple(arg) == (*range(ndim - 2), ndim - 1, ndim - 2)
+
+
+HEAVY["materialize"] = _build_transposed_matmul
