@@ -140,3 +140,22 @@ def test_a_transposed_product_is_computed_transposed(batch, m, k, n, seed):
     assert text.count("Matmul on cpu") == 1 and "computed transposed, as it is read" in text, text
     assert "materialized into a temporary for a view" not in text
     np.testing.assert_allclose(lt.evaluate(e).numpy(), np.swapaxes(a @ b, -1, -2) * 2 + c, rtol=1e-12, atol=1e-12)
+
+
+def test_weight_gradients_shared_by_two_results_are_computed_transposed():
+    """The gradients held by the caller and the updates that read them (the optimizer's step): each
+    weight gradient's matmul runs once, computed transposed, as both read it."""
+    x, labels, layers = _mlp((13, 11, 9, 5), 17, 0, np.float32)
+    tx, tl = lt.asarray(x.astype(np.float32)), lt.asarray(labels)
+    params = [p for layer in layers for p in layer.parameters()]
+    h = tx
+    for layer in layers[:-1]:
+        h = lt.relu(layer(h))
+    grads = lt.grad(lt.cross_entropy(layers[-1](h), tl), params)
+    pairs = [(lt.empty(g.shape), g) for g in grads] + [(p, p - 0.1 * g) for p, g in zip(params, grads)]
+    text = str(lt.explain(pairs, source=False))
+    assert text.count("Matmul on cpu") == 8 and text.count("computed transposed, as it is read") == 3, text
+    want = [p.numpy() - 0.1 * g.numpy() for p, g in zip(params, lt.evaluate(*grads))]
+    lt.assign(pairs)
+    for p, w in zip(params, want):
+        np.testing.assert_allclose(p.numpy(), w, rtol=1e-6, atol=1e-6)

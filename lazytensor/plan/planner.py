@@ -49,7 +49,7 @@ def aliased(out, inputs) -> bool:
 
 def _build_reduce(node, backend, cut, out):
     x = cut(node.args[0])
-    kept = _evaluated(cut, x)
+    kept = evaluated_tensor(cut, x)
     if kept is not None:                    # evaluated for another step already: read it
         x = kept
     spec = node.attrs
@@ -62,7 +62,7 @@ def _build_materialize(node, backend, cut, out):
     from lazytensor.core.view_steps import NoViewPossible, apply_step
     x = cut(node.args[0])
     step, why = node.attrs
-    kept = _evaluated(cut, x)
+    kept = evaluated_tensor(cut, x)
     if node.args[0].heavy and isinstance(kept, _tensor.Tensor):
         try:    # the heavy operand already ran into a temporary of its own: view it, no copy
             return [], _tensor.Tensor(apply_step(kept.data, step), node.device)
@@ -71,7 +71,7 @@ def _build_materialize(node, backend, cut, out):
     tmp = backend.empty(x.shape, x.dtype)
     steps = plan(x, tmp, backend)
     steps[-1].note = f"materialized into a temporary for a view: {why}"
-    _keep_evaluated(cut, x, tmp)
+    _keepevaluated_tensor(cut, x, tmp)
     return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
 
 
@@ -80,16 +80,16 @@ def materialized(node, backend, steps, cut=None) -> "_tensor.Tensor":
     cut: the plan's cutter, which keeps what was evaluated so that an expression several heavy
     nodes read (a gradient both matmuls of a layer's backward read, an activation the forward's
     matmul and a weight gradient's transposed view read) is evaluated once."""
-    kept = _evaluated(cut, node)
+    kept = evaluated_tensor(cut, node)
     if isinstance(kept, _tensor.Tensor):
         return kept
     tmp = backend.empty(tuple(node.shape), node.dtype)
     steps.extend(plan(node, tmp, backend))
-    _keep_evaluated(cut, node, tmp)
+    _keepevaluated_tensor(cut, node, tmp)
     return _tensor.Tensor(tmp, node.device)
 
 
-def _evaluated(cut, node):
+def evaluated_tensor(cut, node):
     """`node` itself when it is a Tensor, the Tensor the plan evaluated it into, or None."""
     if isinstance(node, _tensor.Tensor):
         return node
@@ -97,7 +97,7 @@ def _evaluated(cut, node):
     return None if kept is None else kept[1]
 
 
-def _keep_evaluated(cut, node, array) -> None:
+def _keepevaluated_tensor(cut, node, array) -> None:
     evaluated = getattr(cut, "evaluated", None)
     if evaluated is not None:       # the node is kept too: its id stays its own
         evaluated[id(node)] = (node, _tensor.Tensor(array, node.device))

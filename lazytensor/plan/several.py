@@ -25,7 +25,7 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
-from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, _evaluated, aliased, copy_step, cutter
+from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, evaluated_tensor
 
 
 def check_disjoint(outs) -> None:
@@ -47,17 +47,27 @@ def plan_several(pairs, backend) -> list:
     patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
     cut = cutter(steps, backend)
+    # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
+    # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
+    viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
     for node, users in shared:
+        if id(node) in viewed:
+            continue
         first = len(steps)
         cut(node)                                     # one memo: a shared heavy node runs once
         for step in steps[first:]:
             _add_note(step, f"shared by results {_listed(users)}: runs once")
-    # The other results first: a root writer (a reduction) may then read what their steps evaluated.
     writers = _root_writer_candidates(pairs, {id(node) for node, _ in shared})
+    # The other results are cut first: a root writer (a reduction) may then read what their steps evaluated.
     roots = [None if out is None or i in writers else cut(node) for i, (out, node) in enumerate(pairs)]
     pairs = _root_writers(pairs, backend, cut, steps, writers)
-    roots = [cut(node) if i in writers and out is not None else r for i, (r, (out, node)) in enumerate(zip(roots, pairs))]
-    roots = [r if r is None or _evaluated(cut, r) is None else _evaluated(cut, r) for r in roots]  # read what a step evaluated
+    for i in writers:
+        if pairs[i][0] is not None:         # it reads its destination through another index map
+            roots[i] = cut(pairs[i][1])
+    for i, root in enumerate(roots):        # a root a step evaluated already: its kernel reads that value
+        kept = None if root is None else evaluated_tensor(cut, root)
+        if kept is not None:
+            roots[i] = kept
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
     for i, (out, _) in enumerate(pairs):

@@ -1,7 +1,8 @@
 """lt.assign([(dst, e), ...]) and lt.evaluate(e1, e2, ...): several results, read before any is written.
 
-The plan is lazytensor.plan.several's, kept as a recipe (lazytensor.plan.several_recipes); this module checks what users pass and runs it. Every write of
-several results goes through `_write`, the one place a "before a tensor is written" hook belongs.
+The plan is lazytensor.plan.several's, kept as a recipe (lazytensor.plan.several_recipes); this
+module checks what users pass and runs it. Every write of several results goes through `_write`,
+the one place a "before a tensor is written" hook belongs.
 """
 from __future__ import annotations
 
