@@ -159,3 +159,23 @@ def test_weight_gradients_shared_by_two_results_are_computed_transposed():
     lt.assign(pairs)
     for p, w in zip(params, want):
         np.testing.assert_allclose(p.numpy(), w, rtol=1e-6, atol=1e-6)
+
+
+def test_origins_of_several_nodes_equal_each_nodes_own():
+    """lazytensor.core.origins walks the DAG once for several nodes: each Origin equals Origin(node)."""
+    from lazytensor.core.expr import Origin
+    from lazytensor.core.origins import origins_of
+    x, labels, layers = _mlp((5, 4, 3), 6, 1)
+    tx, tl = lt.asarray(x), lt.asarray(labels)
+    params = [p for layer in layers for p in layer.parameters()]
+    params[0][...] = params[0] * 2                   # a write count above 0 for one tensor
+    h = lt.relu(layers[0](tx))
+    loss = lt.cross_entropy(layers[1](h), tl)
+    grads = lt.grad(loss, params)
+    lt.evaluate(h)                                   # an evaluated node below: walked through its origin
+    nodes = [loss, *grads, grads[0] * 2 + params[0]]
+    assert all(n.result is None for n in nodes)
+    for got, node in zip(origins_of(nodes), nodes):
+        want = Origin(node)
+        assert got.args == want.args and got.heavy == want.heavy
+        assert sorted((id(t), v) for t, v in got.versions) == sorted((id(t), v) for t, v in want.versions)

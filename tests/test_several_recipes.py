@@ -92,3 +92,19 @@ def test_explain_says_the_plan_is_kept():
     x = lt.asarray(np.ones((3, 4)))
     text = str(lt.explain([x - x.sum(), x.sum(axis=0)], source=False))
     assert "recipe: kept after the first call" in text
+
+
+def test_graph_memory_defaults_to_a_share_of_the_device(monkeypatch):
+    from lazytensor.plan import replay
+
+    class Device:
+        def __init__(self, total):
+            self.memory_total = lambda: total
+    monkeypatch.setattr(replay, "BUDGET", None)
+    for total, want in [(141 << 30, (141 << 30) // 16), (8 << 30, 1 << 30)]:
+        monkeypatch.setattr(replay, "_device_budget", [])
+        assert replay.budget(Device(total)) == want
+    monkeypatch.setattr(replay, "_device_budget", [])
+    assert replay.budget(object()) == 1 << 30                   # a backend that cannot say: 1024 MB
+    monkeypatch.setattr(replay, "BUDGET", 123 << 20)            # LAZYTENSOR_GRAPH_MEMORY=123
+    assert replay.budget(Device(141 << 30)) == 123 << 20

@@ -8,7 +8,10 @@ earlier one may launch them as one captured graph (lazytensor.plan.replay).
 
 The signature is recipes.signature's over the whole set of (destination, expression) pairs: the
 expressions' nodes in one numbering (a node several results share is one part), their tensors'
-layouts, the scalars' values, and each destination's layout. Unlike a single result, a destination
+layouts, the scalars' values, and each destination's layout. An elementwise tree over distinct
+tensors is one part, its structure id (computed when it was built) with its scalars and tensors,
+as lowering finds its kernel: the walk stops there, which leaves the heavy nodes and the trees
+above them (an MLP step's expressions are mostly such trees). Unlike a single result, a destination
 may be read by the expressions (an update `w = w - lr * g` reads w): how the plan treats that read
 (in place, or through a temporary) depends on where the read array lies relative to the
 destination, so a tensor sharing memory with a destination is keyed by that destination's index
@@ -76,6 +79,16 @@ def signature_several(pairs):
             elif t is Const:
                 v = node.value
                 part = ("C", node.dtype, type(v), v if v == v else "nan")
+            elif not node.heavy and not node.shared and len(set(node.leaves)) == len(node.leaves):
+                # An elementwise tree over distinct tensors is its structure id, its scalars and its
+                # tensors (as lowering finds its program): no walk inside it.
+                pending = [a for a in node.leaves if id(a) not in index]
+                if pending:                 # its tensors first; then this node again
+                    pending.reverse()
+                    stack.extend(pending)
+                    continue
+                part = ("S", node.skey, tuple([v if v == v else "nan" for v in node.scalars]),
+                        tuple([index[id(a)] for a in node.leaves]))
             else:
                 pending = [a for a in node.args if id(a) not in index]
                 if pending:                 # operands first, left to right; then this node again

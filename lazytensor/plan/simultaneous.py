@@ -14,6 +14,7 @@ from lazytensor.kernels.device_memory import DeviceOutOfMemory
 from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, check_writable, retry_out_of_memory
 from lazytensor.plan.steps import run_steps
 from lazytensor.core.expr import RESULTS, Expr
+from lazytensor.core.origins import origins_of
 from lazytensor.core.readers import memory_of
 from lazytensor.plan.several_recipes import planned_several
 from lazytensor.plan.writes import after_write, readers_of
@@ -74,9 +75,9 @@ def evaluate_all(exprs) -> tuple:
         _assign_one(*pairs[0])
     elif pairs:
         _write(pairs)
-    for dest, e in pairs:           # an evaluated expression keeps its value, as with lt.evaluate(e)
-        if type(e) is Expr and e.result is None:
-            e.keep_result(dest)
+    keeping = [(dest, e) for dest, e in pairs if type(e) is Expr and e.result is None]
+    for (dest, e), origin in zip(keeping, origins_of([e for _, e in keeping])):
+        e.keep_result(dest, origin)  # an evaluated expression keeps its value, as with lt.evaluate(e)
     return tuple(results)
 
 
@@ -92,11 +93,13 @@ def _write(pairs) -> None:
     # by one before it, each would plan and run again what it shares with the values (an optimizer
     # step's gradients, held by the caller, would each rerun the forward and backward).
     own = [empty(n.shape, n.dtype, n.device) for n in readers]
+    kept = [v for v, r in zip(values, reads) if r and type(v) is Expr and v.result is None]
+    origins = origins_of(readers + kept)    # the write counts they are computed from: before any write
     run_pairs([(t, settled(n)) for t, n in zip(own, readers)] + [(d, settled(n)) for d, n in pairs])
-    for t, n in zip(own, readers):
-        n.keep_result(t)
+    for t, n, o in zip(own, readers, origins):
+        n.keep_result(t, o)
     del readers
-    after_write(dests, values, reads)
+    after_write(dests, values, reads, dict(zip(map(id, kept), origins[len(own):])))
 
 
 def run_pairs(pairs) -> None:

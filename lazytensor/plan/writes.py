@@ -94,11 +94,12 @@ def _readers(memories, values, private, dag) -> tuple:
     return reads, inside + outside
 
 
-def after_write(dests, values, reads) -> None:
-    """Give each value that read a destination's memory its own destination as its result."""
+def after_write(dests, values, reads, origins=None) -> None:
+    """Give each value that read a destination's memory its own destination as its result.
+    origins: {id(value): its Origin}, made before the write (lazytensor.core.origins)."""
     for dest, value, read in zip(dests, values, reads):
         if read and type(value) is Expr and value.result is None:
-            value.keep_result(dest)
+            value.keep_result(dest, None if origins is None else origins.get(id(value)))
 
 
 def _settle(node) -> None:
