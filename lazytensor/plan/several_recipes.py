@@ -38,8 +38,8 @@ def _layout(a) -> tuple:
 
 def signature_several(pairs):
     """-> (key, arrays, holders, addresses) of the pairs [(destination array, expression)], where
-    arrays are the expressions' tensors' arrays, then the destinations; or None when an attribute
-    cannot be hashed (the plan is then made every time)."""
+    arrays are the expressions' tensors' arrays, then the destinations. A key holding an attribute
+    that cannot be hashed raises TypeError when looked up (the plan is then made every time)."""
     index: dict = {}                # id(node) -> position in `parts`
     parts: list = []
     tensors: list = []
@@ -106,10 +106,6 @@ def signature_several(pairs):
             parts.append(part)
         roots.append(index[id(root)])
     key = ("several", tuple(parts), tuple(roots), tuple(outs))
-    try:
-        hash(key)
-    except TypeError:
-        return None
     arrays = tensors + [out for out, _ in pairs]
     return key, arrays, holders, addresses + [address(out) for out, _ in pairs]
 
@@ -122,11 +118,11 @@ def _make(pairs, backend) -> list:
 def planned_several(pairs, backend, replay: bool = True) -> list:
     """plan_several(pairs, backend), or the rebound recipe of an earlier plan of the same signature
     (replay: or its CUDA graph, where the same addresses were seen before and a result is heavy)."""
-    sig = signature_several(pairs)
-    if sig is None:
+    key, arrays, holders, addresses = signature_several(pairs)
+    try:
+        recipe = recipes._recipes.get(key)
+    except TypeError:                   # an attribute that cannot be hashed: plan every time
         return _make(pairs, backend)
-    key, arrays, holders, addresses = sig
-    recipe = recipes._recipes.get(key)
     if recipe is not None:
         if recipe is recipes.PLAN_EACH_TIME:
             return _make(pairs, backend)
@@ -147,8 +143,9 @@ def planned_several(pairs, backend, replay: bool = True) -> list:
 def recipe_note(pairs, backend, steps) -> str:
     """What lt.explain says about the recipe of several results and its CUDA graph replay."""
     sig = signature_several(pairs)
-    recipe = None if sig is None else recipes._recipes.get(sig[0])
-    if sig is None:
+    try:
+        recipe = recipes._recipes.get(sig[0])
+    except TypeError:
         return "recipe: none; an attribute of the expressions cannot be hashed, so the plan is made on every call"
     if recipe is recipes.PLAN_EACH_TIME:
         return "recipe: none; a step holds a view of an input or a destination, so the plan is made on every call"
