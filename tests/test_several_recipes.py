@@ -108,3 +108,57 @@ def test_graph_memory_defaults_to_a_share_of_the_device(monkeypatch):
     assert replay.budget(object()) == 1 << 30                   # a backend that cannot say: 1024 MB
     monkeypatch.setattr(replay, "BUDGET", 123 << 20)            # LAZYTENSOR_GRAPH_MEMORY=123
     assert replay.budget(Device(141 << 30)) == 123 << 20
+
+
+@pytest.fixture
+def cpu_graphs(monkeypatch):
+    """The CPU backend given stand-in graphs (test_replay's), every step taken as capturable."""
+    from lazytensor.kernels.cpu import CpuBackend
+    from lazytensor.plan import replay
+    from test_replay import ReRun
+    monkeypatch.setattr(CpuBackend, "capture", lambda self, run: ReRun(run), raising=False)
+    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
+    monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
+    monkeypatch.setattr(replay, "BUDGET", 64 << 20)
+
+
+def _training(replayed, monkeypatch, steps=6):
+    from lazytensor.plan import recipes, replay
+    monkeypatch.setattr(replay, "ENABLED", replayed)
+    recipes.clear()
+    rng = np.random.default_rng(7)
+    x, labels = lt.asarray(rng.standard_normal((9, 6))), lt.asarray(rng.integers(0, 4, 9))
+    layers = [lt.nn.Linear(6, 5, rng=rng, dtype=np.float64), lt.nn.Linear(5, 4, rng=rng, dtype=np.float64)]
+    params = [p for layer in layers for p in layer.parameters()]
+    seen = []
+    with lt.profile() as p:
+        for _ in range(steps):
+            # nothing but the parameters is written or held: the same arrays on every call
+            lt.assign([(w, w - 0.1 * g) for w, g in
+                       zip(params, lt.grad(lt.cross_entropy(layers[1](lt.relu(layers[0](x))), labels), params))])
+            seen.append(params[0].numpy())
+    return seen, [q.numpy() for q in params], sum(k.kind == "graph" for k in p.kernels)
+
+
+def test_replayed_training_steps_equal_steps_run_one_by_one(cpu_graphs, monkeypatch):
+    """Several results (an SGD step of every parameter) replayed as one (stand-in) graph: the same
+    parameters after each step as the same steps run step by step."""
+    got, got_params, launches = _training(True, monkeypatch)
+    want, want_params, none = _training(False, monkeypatch)
+    assert launches > 0 and none == 0
+    for a, b in zip(got + got_params, want + want_params):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(got[0], got[-1])
+
+
+def test_a_plan_beyond_the_graph_budget_runs_step_by_step_and_explain_says_what_to_set(cpu_graphs, monkeypatch):
+    from lazytensor.plan import replay
+    monkeypatch.setattr(replay, "BUDGET", 1024)             # a quarter of it: 256 bytes
+    x = lt.asarray(np.ones((64, 8)))
+    y, z = lt.zeros((64, 8)), lt.zeros((8,))
+    with lt.profile() as p:
+        for _ in range(4):
+            lt.assign([(y, x - x.sum(axis=1, keepdims=True)), (z, (x * 2).sum(axis=0))])
+    assert not any(k.kind == "graph" for k in p.kernels)
+    text = str(lt.explain([(y, x - x.sum(axis=1, keepdims=True)), (z, (x * 2).sum(axis=0))], source=False))
+    assert "exceed a quarter of the memory graphs may keep" in text and "set LAZYTENSOR_GRAPH_MEMORY above" in text, text
