@@ -98,6 +98,10 @@ class CudaBackend:
     def current_device(self) -> int:
         return self._cupy.cuda.runtime.getDevice()
 
+    def memory_total(self) -> int:
+        """The current device's memory in bytes (CUDA graphs' default budget is a share of it)."""
+        return int(self._cupy.cuda.runtime.memGetInfo()[1])
+
     # -- graphs -------------------------------------------------------------------------------
     def capture(self, run):
         """Calls run() with a capturing stream as the current one and returns the CUDA graph of the work it

@@ -139,7 +139,7 @@ def test_results_of_different_shapes_are_one_kernel_per_shape():
     np.testing.assert_allclose(total.numpy(), xn * 3, rtol=1e-6)
     text = lt.explain([x - m, m * 2, x * 3], source=False)
     assert "2 shapes among the results, one kernel per shape" in text
-    assert "plan: 3 steps" in text and "recipe: none" in text
+    assert "plan: 3 steps" in text and "recipe: kept after the first call" in text
 
 
 # -- simultaneous assignment -----------------------------------------------------------------------

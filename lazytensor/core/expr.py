@@ -175,10 +175,11 @@ class Expr(Operand):
         sid = _structures.get(key)
         self.skey = sid if sid is not None else structure_id(key)
 
-    def keep_result(self, result) -> None:
+    def keep_result(self, result, origin=None) -> None:
         """This node's value is now `result` (a Tensor): later reads use it, the operands go, kept
-        only in `origin` for lt.grad, which checks that none of the tensors they read was written since."""
-        self.origin = Origin(self)
+        only in `origin` for lt.grad, which checks that none of the tensors they read was written since.
+        origin: Origin(self) made already, when the node was evaluated (lazytensor.core.origins)."""
+        self.origin = origin if origin is not None else Origin(self)
         self.result = result
         self.args = ()
         self.leaves = self.scalars = ()

@@ -1,5 +1,5 @@
-"""Planning matmul: one library call per matmul node (NumPy's BLAS on the CPU, cuBLAS through
-cupy.matmul on CUDA). The operands are evaluated first where they are expressions (strided views of
+"""Planning matmul: one library call per matmul node (NumPy's BLAS on the CPU, cuBLAS GEMM on CUDA,
+called without allocation where kernels/cublas_gemm.py takes the arrays, else cupy.matmul). The operands are evaluated first where they are expressions (strided views of
 tensors, such as w.T, are passed as they are: BLAS takes transposes without a copy); elementwise
 work above the matmul (`relu(x @ w + b)`) fuses into the plan's next kernel, which reads the
 matmul's result. No cuBLASLt epilogue is built: the epilogue is that next kernel.
@@ -7,30 +7,41 @@ matmul's result. No cuBLASLt epilogue is built: the epilogue is that next kernel
 from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.kernels.cublas_gemm import arguments_for
 from lazytensor.kernels.matmul import run_matmul
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
 
 
 class MatmulStep:
-    """out = a @ b (np.matmul semantics; a, b and out of one dtype)."""
-    __slots__ = ("backend", "a", "b", "out", "note")
+    """out = a @ b (np.matmul semantics; a, b and out of one dtype). On CUDA, `gemm` holds cuBLAS's
+    arguments where cuBLAS takes the arrays as they are (lazytensor.kernels.cublas_gemm: no
+    allocation in the call, so the step can be captured), else None and `why` says why not."""
+    __slots__ = ("backend", "a", "b", "out", "note", "gemm", "why")
 
     def __init__(self, backend, a, b, out, note=""):
         self.backend, self.a, self.b, self.out, self.note = backend, a, b, out, note
+        # The arguments depend on shapes and strides only, which a recipe's signature fixes.
+        self.gemm, self.why = arguments_for(a, b, out) if backend.name == "cuda" else (None, None)
 
     def run(self):
-        run_matmul(self.backend.name, self.a, self.b, self.out)
+        run_matmul(self.backend.name, self.a, self.b, self.out, self.gemm)
 
     def capture_refusal(self):
         if self.backend.name != "cuda":
             return f"the {self.backend.name} backend has no graphs"
-        # cupy.matmul may allocate (a contiguous copy of a strided operand, cuBLAS workspace) inside
-        # the call: memory a captured graph would not own.
-        return "cupy.matmul may allocate inside the call"
+        if self.gemm is not None:
+            return None
+        # cupy.matmul may allocate (a contiguous copy of a strided operand, a vector product's
+        # result) inside the call: memory a captured graph would not own.
+        return f"cupy.matmul may allocate inside the call (cuBLAS is not called directly for {self.why})"
 
     def describe(self, source: bool = True) -> str:
-        how = ("NumPy matmul (BLAS)" if self.backend.name == "cpu"
-               else "cupy.matmul (cuBLAS)")
+        if self.backend.name == "cpu":
+            how = "NumPy matmul (BLAS)"
+        elif self.gemm is not None:
+            how = f"cuBLAS {'strided batched ' if self.gemm.batch > 1 else ''}GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
+        else:
+            how = f"cupy.matmul (cuBLAS; not called directly for {self.why})"
         text = (f"Matmul on {self.backend.name}: {self.a.shape} @ {self.b.shape} -> {self.out.shape} "
                 f"{self.out.dtype}: {how}; no cuBLASLt epilogue: elementwise work on the result runs in "
                 f"the next fused kernel")
@@ -39,14 +50,26 @@ class MatmulStep:
         return text
 
 
+def _layouts(g) -> str:
+    """How the operands and result go to cuBLAS, in the user's terms."""
+    # A row-major result: cuBLAS's A' is b and op T means a transposed view; a transposed result
+    # (C^T = B^T A^T): cuBLAS's A' is a and op N means a transposed view.
+    view = 1 if g.first == "b" else 0
+    views = {"b" if g.first == "b" else "a": g.transa == view, "a" if g.first == "b" else "b": g.transb == view}
+    said = [f"{name}: a transposed view (op flag, no copy)" for name in ("a", "b") if views[name]]
+    if g.first == "a":
+        said.append("the result written transposed")
+    return ", ".join(said) or "operands and result row-major"
+
+
 def _build_matmul(node, backend, cut, out):
     """The matmul as a step; as the plan's root it writes the destination when that shares no memory
-    with its operands (and, on CUDA, is contiguous: cupy.matmul's out), else a temporary then a copy."""
+    with its operands (and, on CUDA, cuBLAS takes its layout or it is contiguous: cupy.matmul's out),
+    else a temporary then a copy."""
     steps: list = []
-    a = materialized(cut(node.args[0]), backend, steps)
-    b = materialized(cut(node.args[1]), backend, steps)
-    direct = (out is not None and (backend.name == "cpu" or out.flags.c_contiguous)
-              and not any(may_overlap(out, t.data) for t in (a, b)))
+    a, b = _operands(node, backend, cut, steps)
+    direct = (out is not None and not any(may_overlap(out, t.data) for t in (a, b))
+              and (backend.name == "cpu" or out.flags.c_contiguous or arguments_for(a.data, b.data, out)[0] is not None))
     y = out if direct else backend.empty(tuple(node.shape), node.dtype)
     steps.append(MatmulStep(backend, a.data, b.data, y))
     if out is not None and not direct:
@@ -56,3 +79,42 @@ def _build_matmul(node, backend, cut, out):
 
 HEAVY["matmul"] = _build_matmul
 ROOT_WRITERS.add("matmul")
+
+
+def _operands(node, backend, cut, steps):
+    return (materialized(cut(node.args[0]), backend, steps, cut),
+            materialized(cut(node.args[1]), backend, steps, cut))
+
+
+_build_view = HEAVY["materialize"]
+
+
+def _build_transposed_matmul(node, backend, cut, out):
+    """`(a @ b).T` (a weight gradient of `x @ w.T`): the product is computed transposed, into a
+    temporary of the view's layout (cuBLAS writes C^T = B^T A^T), so that what reads the view reads
+    rows, not columns of a temporary (and no transposed copy is made). The matmul node then stands
+    for the transposed view of that temporary, should anything else read it. Other views, and a
+    matmul already planned, go the usual way."""
+    x = node.args[0]
+    step = node.attrs[0]
+    memo = getattr(cut, "memo", None)
+    if (getattr(x, "op", None) != "matmul" or len(x.shape) < 2 or not _swaps_last_axes(step, len(x.shape))
+            or memo is None or id(x) in memo or x.dtype != node.dtype):
+        return _build_view(node, backend, cut, out)
+    steps: list = []
+    a, b = _operands(x, backend, cut, steps)
+    y = backend.empty(tuple(node.shape), node.dtype)
+    product = y.swapaxes(-1, -2)                    # x's shape, written through the transposed view
+    if backend.name != "cpu" and arguments_for(a.data, b.data, product)[0] is None:
+        return _build_view(node, backend, cut, out)  # cupy.matmul writes contiguous results only
+    steps.append(MatmulStep(backend, a.data, b.data, product, note="computed transposed, as it is read"))
+    memo[id(x)] = _tensor.Tensor(product, x.device)
+    return steps, _tensor.Tensor(y, node.device)
+
+
+def _swaps_last_axes(step, ndim) -> bool:
+    kind, arg = step
+    return kind == "transpose" and tuple(arg) == (*range(ndim - 2), ndim - 1, ndim - 2)
+
+
+HEAVY["materialize"] = _build_transposed_matmul

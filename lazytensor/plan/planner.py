@@ -50,6 +50,9 @@ def aliased(out, inputs) -> bool:
 
 def _build_reduce(node, backend, cut, out):
     x = cut(node.args[0])
+    kept = evaluated_tensor(cut, x)
+    if kept is not None:                    # evaluated for another step already: read it
+        x = kept
     spec = node.attrs
     program, inputs, scalars = lower(x, x.dtype)
     result = out if out is not None else backend.empty(spec.out_shape, spec.out_dtype)
@@ -60,24 +63,45 @@ def _build_materialize(node, backend, cut, out):
     from lazytensor.core.view_steps import NoViewPossible, apply_step
     x = cut(node.args[0])
     step, why = node.attrs
-    if node.args[0].heavy and isinstance(x, _tensor.Tensor):
+    kept = evaluated_tensor(cut, x)
+    if node.args[0].heavy and isinstance(kept, _tensor.Tensor):
         try:    # the heavy operand already ran into a temporary of its own: view it, no copy
-            return [], _tensor.Tensor(apply_step(x.data, step), node.device)
+            return [], _tensor.Tensor(apply_step(kept.data, step), node.device)
         except NoViewPossible:
             pass
     tmp = backend.empty(x.shape, x.dtype)
     steps = plan(x, tmp, backend)
     steps[-1].note = f"materialized into a temporary for a view: {why}"
+    _keepevaluated_tensor(cut, x, tmp)
     return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
 
 
-def materialized(node, backend, steps) -> "_tensor.Tensor":
-    """`node` (already cut: no heavy parts) as a Tensor, evaluating it into a temporary if needed."""
-    if isinstance(node, _tensor.Tensor):
-        return node
+def materialized(node, backend, steps, cut=None) -> "_tensor.Tensor":
+    """`node` (already cut: no heavy parts) as a Tensor, evaluating it into a temporary if needed.
+    cut: the plan's cutter, which keeps what was evaluated so that an expression several heavy
+    nodes read (a gradient both matmuls of a layer's backward read, an activation the forward's
+    matmul and a weight gradient's transposed view read) is evaluated once."""
+    kept = evaluated_tensor(cut, node)
+    if isinstance(kept, _tensor.Tensor):
+        return kept
     tmp = backend.empty(tuple(node.shape), node.dtype)
     steps.extend(plan(node, tmp, backend))
+    _keepevaluated_tensor(cut, node, tmp)
     return _tensor.Tensor(tmp, node.device)
+
+
+def evaluated_tensor(cut, node):
+    """`node` itself when it is a Tensor, the Tensor the plan evaluated it into, or None."""
+    if isinstance(node, _tensor.Tensor):
+        return node
+    kept = getattr(cut, "evaluated", {}).get(id(node))
+    return None if kept is None else kept[1]
+
+
+def _keepevaluated_tensor(cut, node, array) -> None:
+    evaluated = getattr(cut, "evaluated", None)
+    if evaluated is not None:       # the node is kept too: its id stays its own
+        evaluated[id(node)] = (node, _tensor.Tensor(array, node.device))
 
 
 HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
@@ -102,6 +126,7 @@ class _Cut:
         self.steps, self.backend = steps, backend
         self.memo: dict = {}
         self.deferred: list = []
+        self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into)
 
     def __call__(self, node):
         """`node` with every heavy subtree replaced by what its builder returns."""

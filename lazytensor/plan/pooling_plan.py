@@ -54,7 +54,7 @@ class PoolStep:
 
 
 def _operand(node, backend, cut, steps):
-    t = materialized(cut(node), backend, steps)
+    t = materialized(cut(node), backend, steps, cut)
     if backend.name == "cpu" or t.data.flags.c_contiguous:
         return t.data
     dense = backend.empty(tuple(t.shape), t.dtype)

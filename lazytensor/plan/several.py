@@ -25,7 +25,7 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
-from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter
+from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, evaluated_tensor
 
 
 def check_disjoint(outs) -> None:
@@ -47,13 +47,27 @@ def plan_several(pairs, backend) -> list:
     patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
     cut = cutter(steps, backend)
+    # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
+    # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
+    viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
     for node, users in shared:
+        if id(node) in viewed:
+            continue
         first = len(steps)
         cut(node)                                     # one memo: a shared heavy node runs once
         for step in steps[first:]:
             _add_note(step, f"shared by results {_listed(users)}: runs once")
-    pairs = _root_writers(pairs, backend, cut, steps, {id(node) for node, _ in shared})
-    roots = [None if out is None else cut(node) for out, node in pairs]
+    writers = _root_writer_candidates(pairs, {id(node) for node, _ in shared})
+    # The other results are cut first: a root writer (a reduction) may then read what their steps evaluated.
+    roots = [None if out is None or i in writers else cut(node) for i, (out, node) in enumerate(pairs)]
+    pairs = _root_writers(pairs, backend, cut, steps, writers)
+    for i in writers:
+        if pairs[i][0] is not None:         # it reads its destination through another index map
+            roots[i] = cut(pairs[i][1])
+    for i, root in enumerate(roots):        # a root a step evaluated already: its kernel reads that value
+        kept = None if root is None else evaluated_tensor(cut, root)
+        if kept is not None:
+            roots[i] = kept
 
     groups: dict = {}                                 # iteration space -> indices of its outputs
     for i, (out, _) in enumerate(pairs):
@@ -162,17 +176,30 @@ def _whole_plan_patterns(pairs, backend, shared):
     return patterned, result
 
 
-def _root_writers(pairs, backend, cut, steps, shared_ids) -> list:
-    """A result whose root is a heavy node that can write its destination itself (a reduction, a
-    convolution: the planner's ROOT_WRITERS) does so, as `dst[...] = x.sum()` does, when nothing
-    else reads that destination and the node is no other result's too; its steps go to `steps`.
-    -> pairs with those results' destinations replaced by None."""
-    result = list(pairs)
+def _root_writer_candidates(pairs, shared_ids) -> set:
+    """The indices of the results whose root is a heavy node that can write its destination itself
+    (a reduction, a convolution: the planner's ROOT_WRITERS), when nothing else reads that
+    destination and the node is no other result's too."""
+    found = set()
+    reads: dict = {}                # j -> the arrays result j reads, walked once
     for i, (out, node) in enumerate(pairs):
         if (out is None or getattr(node, "op", None) not in ROOT_WRITERS or id(node) in shared_ids
                 or node.dtype != out.dtype or tuple(node.shape) != out.shape):
             continue
-        if any(may_overlap(a, out) for j, (_, other) in enumerate(pairs) if j != i for a in _arrays_read(other)):
+        if any(may_overlap(a, out) for j, (_, other) in enumerate(pairs) if j != i
+               for a in (reads[j] if j in reads else reads.setdefault(j, _arrays_read(other)))):
+            continue
+        found.add(i)
+    return found
+
+
+def _root_writers(pairs, backend, cut, steps, candidates) -> list:
+    """Each candidate result (_root_writer_candidates) writes its destination itself, as
+    `dst[...] = x.sum()` does, unless it reads that destination through another index map; its
+    steps go to `steps`. -> pairs with those results' destinations replaced by None."""
+    result = list(pairs)
+    for i, (out, node) in enumerate(pairs):
+        if i not in candidates:
             continue
         args = [cut(a) for a in node.args]
         if aliased(out, [leaf.data for a in args for leaf in a.leaves]):

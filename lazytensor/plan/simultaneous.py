@@ -1,7 +1,8 @@
 """lt.assign([(dst, e), ...]) and lt.evaluate(e1, e2, ...): several results, read before any is written.
 
-The plan is lazytensor.plan.several's; this module checks what users pass and runs it. Every write of
-several results goes through `_write`, the one place a "before a tensor is written" hook belongs.
+The plan is lazytensor.plan.several's, kept as a recipe (lazytensor.plan.several_recipes); this
+module checks what users pass and runs it. Every write of several results goes through `_write`,
+the one place a "before a tensor is written" hook belongs.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from lazytensor.kernels.device_memory import DeviceOutOfMemory
 from lazytensor.plan.evaluate import _as_expression, assign as _assign_one, check_writable, retry_out_of_memory
 from lazytensor.plan.steps import run_steps
 from lazytensor.core.expr import RESULTS, Expr
+from lazytensor.core.origins import origins_of
 from lazytensor.core.readers import memory_of
-from lazytensor.plan.several import plan_several
-from lazytensor.plan.writes import after_write, before_write
+from lazytensor.plan.several_recipes import planned_several
+from lazytensor.plan.writes import after_write, readers_of
 
 
 def checked_pairs(pairs, what: str = "assign") -> list:
@@ -73,21 +75,31 @@ def evaluate_all(exprs) -> tuple:
         _assign_one(*pairs[0])
     elif pairs:
         _write(pairs)
-    for dest, e in pairs:           # an evaluated expression keeps its value, as with lt.evaluate(e)
-        if type(e) is Expr and e.result is None:
-            e.keep_result(dest)
+    keeping = [(dest, e) for dest, e in pairs if type(e) is Expr and e.result is None]
+    for (dest, e), origin in zip(keeping, origins_of([e for _, e in keeping])):
+        e.keep_result(dest, origin)  # an evaluated expression keeps its value, as with lt.evaluate(e)
     return tuple(results)
 
 
 def _write(pairs) -> None:
     """Runs the plan of several checked (destination, node) pairs: the one function through which
-    several results are written. Expressions built earlier that read a destination are settled
-    first (lazytensor.plan.writes), once for all the destinations, before anything is written."""
+    several results are written. Expressions built earlier that read a destination keep their
+    values (lazytensor.plan.writes): they are evaluated in the same plan, before anything is written."""
     dests = [d for d, _ in pairs]
     values = [n for _, n in pairs]
-    reads = before_write(dests, values)
-    run_pairs([(d, settled(n)) for d, n in pairs])
-    after_write(dests, values, reads)
+    reads, readers = readers_of(dests, values)
+    # The live expressions that read a destination keep their values: computed in the same plan as
+    # the writes (one more result each, into memory of its own), they share its steps. Settled one
+    # by one before it, each would plan and run again what it shares with the values (an optimizer
+    # step's gradients, held by the caller, would each rerun the forward and backward).
+    own = [empty(n.shape, n.dtype, n.device) for n in readers]
+    kept = [v for v, r in zip(values, reads) if r and type(v) is Expr and v.result is None]
+    origins = origins_of(readers + kept)    # the write counts they are computed from: before any write
+    run_pairs([(t, settled(n)) for t, n in zip(own, readers)] + [(d, settled(n)) for d, n in pairs])
+    for t, n, o in zip(own, readers, origins):
+        n.keep_result(t, o)
+    del readers
+    after_write(dests, values, reads, dict(zip(map(id, kept), origins[len(own):])))
 
 
 def run_pairs(pairs) -> None:
@@ -104,7 +116,7 @@ def run_pairs(pairs) -> None:
 
 
 def _plan_and_run(groups) -> None:
-    plans = [plan_several([(d.data, n) for d, n in group], group[0][0].backend) for group in groups]
+    plans = [planned_several([(d.data, n) for d, n in group], group[0][0].backend) for group in groups]
     for k, (steps, group) in enumerate(zip(plans, groups)):
         # every plan is made (and every error raised) before anything runs
         try:

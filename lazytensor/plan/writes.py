@@ -46,40 +46,44 @@ def readers_of(dests, values, private=()) -> tuple:
     their values before the destinations are written, children first). A caller that settles the
     nodes itself (lazytensor.plan.evaluate computes them in the same plan as the write) calls this
     instead of before_write."""
-    reads = [False] * len(values)
-    found, seen = [], set()
+    memories = []
     for dest in dests:
-        if not memory_of(dest):
-            continue
-        nodes, dest_reads = readers_to_settle(dest, values, private)
-        reads = [a or b for a, b in zip(reads, dest_reads)]
-        for node in nodes:
-            if id(node) not in seen:
-                seen.add(id(node))
-                found.append(node)
-        del nodes
-    return reads, found
+        m = memory_of(dest)
+        if m and not any(m is k for k in memories):
+            memories.append(m)
+    if not memories:
+        return [False] * len(values), []
+    # The values' DAG is counted first, while no other list holds its nodes, and walked once for
+    # all the destinations (an optimizer step writes every parameter).
+    return _readers(memories, values, private, _Dag(values))
 
 
 def readers_to_settle(dest, values, private=()) -> tuple:
     """-> (the live nodes that a write of `values` into `dest` evaluates first, children first;
     per value, whether it reads dest's memory). lt.explain shows the first."""
     m = memory_of(dest)
-    reads = [False] * len(values)
     if not m:
-        return [], reads
-    dag = _Dag(values)                      # counted first, while no other list holds the nodes
+        return [], [False] * len(values)
+    reads, nodes = _readers([m], values, private, _Dag(values))
+    return nodes, reads
+
+
+def _readers(memories, values, private, dag) -> tuple:
+    """readers_of for the memories about to be written: (per value, whether it reads one; the
+    nodes to settle, those the values reach first, children first)."""
+    reads = [False] * len(values)
     direct = set()
     outside = []                            # live readers that the values do not reach
-    for node in m.sweep():
-        result = node.result
-        if result is not None and result.memory is not m:
-            continue                        # settled before: it reads memory of its own
-        direct.add(id(node))
-        if id(node) not in dag.extra:
-            outside.append(node)
+    for m in memories:
+        for node in m.sweep():
+            result = node.result
+            if result is not None and result.memory is not m or id(node) in direct:
+                continue                    # settled before (it reads memory of its own), or seen
+            direct.add(id(node))
+            if id(node) not in dag.extra:
+                outside.append(node)
     if not direct:
-        return [], reads
+        return reads, []
     # Inside the values: a node that reads m is settled where something outside holds it (its
     # value is seen from outside); the values themselves keep their destinations after the write.
     reading = dag.reading(direct)
@@ -89,14 +93,15 @@ def readers_to_settle(dest, values, private=()) -> tuple:
     for j, v in enumerate(values):
         if id(v) in reading:
             reads[j] = True
-    return inside + outside, reads
+    return reads, inside + outside
 
 
-def after_write(dests, values, reads) -> None:
-    """Give each value that read a destination's memory its own destination as its result."""
+def after_write(dests, values, reads, origins=None) -> None:
+    """Give each value that read a destination's memory its own destination as its result.
+    origins: {id(value): its Origin}, made before the write (lazytensor.core.origins)."""
     for dest, value, read in zip(dests, values, reads):
         if read and type(value) is Expr and value.result is None:
-            value.keep_result(dest)
+            value.keep_result(dest, None if origins is None else origins.get(id(value)))
 
 
 def _settle(node) -> None:

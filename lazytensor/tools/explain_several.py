@@ -5,6 +5,7 @@ from __future__ import annotations
 from lazytensor.core.render_tree import render_tree
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.plan.several import plan_several
+from lazytensor.plan.several_recipes import recipe_note
 from lazytensor.plan.simultaneous import checked_pairs, settled
 
 
@@ -27,9 +28,8 @@ def explain_several(items, source: bool, explain_one, explanation_type):
     lines.append(f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}")
     for i, step in enumerate(steps, 1):
         lines.append(f"[{i}] " + step.describe(source=source))
-    if any(node.heavy for _, node in pairs):
-        lines.append("recipe: none; a plan with several results is planned on every call (no recipe, "
-                     "so no CUDA graph replay)")
+    for backend, group in by_device.values():
+        lines.append(recipe_note(group, backend, steps))
     explanation = explanation_type("\n".join(lines))
     explanation.steps = steps
     return explanation
