@@ -37,6 +37,25 @@ _recipes: dict = {}
 PLAN_EACH_TIME = object()   # a signature whose plan holds a view of an input or of the destination
 
 
+
+def scalar_key(v):
+    """A scalar's place in a plan's key: NaN equals itself, and -0.0 differs from 0.0 (equal as
+    floats, but a plan bakes its scalars in, and x * -0.0 is not x * 0.0)."""
+    if v != v:
+        return "nan"
+    if v == 0:
+        try:
+            if math.copysign(1.0, v) < 0:
+                return "-0"
+        except TypeError:               # a complex zero: no sign to keep apart here
+            pass
+    return v
+
+
+def const_part(node) -> tuple:
+    v = node.value
+    return ("C", node.dtype, type(v), scalar_key(v))
+
 def _place(a):
     """The device an array lives on, as part of a signature."""
     device = getattr(a, "device", None)
@@ -60,6 +79,7 @@ def signature(root, out):
     addresses: list = []
     holders: list = []
     owners: dict = {id(owner(out)): -1}
+    consts: dict = {}                 # a Const's part -> its position
     stack = [root]
     while stack:
         node = stack[-1]
@@ -80,8 +100,13 @@ def signature(root, out):
             tensors.append(a)
             addresses.append(layout[2])
         elif t is Const:
-            v = node.value
-            part = ("C", node.dtype, type(v), v if v == v else "nan")
+            part = const_part(node)
+            known = consts.get(part)
+            if known is not None:           # equal scalars plan alike, one object or several
+                stack.pop()
+                index[id(node)] = known
+                continue
+            consts[part] = len(parts)
         else:
             args = node.args
             pending = [a for a in args if id(a) not in index]

@@ -52,6 +52,7 @@ def signature_several(pairs):
         first = dests.setdefault(id(owner(out)), (k, at))
         outs.append((_layout(out), type(out), first[0], at - first[1]))
     owners: dict = {}               # id(owner) -> index of the first tensor in it
+    consts: dict = {}               # a Const's part -> its position
     roots = []
     for _, root in pairs:
         stack = [root]
@@ -77,8 +78,13 @@ def signature_several(pairs):
                 tensors.append(a)
                 addresses.append(at)
             elif t is Const:
-                v = node.value
-                part = ("C", node.dtype, type(v), v if v == v else "nan")
+                part = recipes.const_part(node)
+                known = consts.get(part)
+                if known is not None:       # equal scalars plan alike, one object or several
+                    stack.pop()
+                    index[id(node)] = known
+                    continue
+                consts[part] = len(parts)
             elif not node.heavy and not node.shared and len(set(node.leaves)) == len(node.leaves):
                 # An elementwise tree over distinct tensors is its structure id, its scalars and its
                 # tensors (as lowering finds its program): no walk inside it.
@@ -87,7 +93,7 @@ def signature_several(pairs):
                     pending.reverse()
                     stack.extend(pending)
                     continue
-                part = ("S", node.skey, tuple([v if v == v else "nan" for v in node.scalars]),
+                part = ("S", node.skey, tuple([recipes.scalar_key(v) for v in node.scalars]),
                         tuple([index[id(a)] for a in node.leaves]))
             else:
                 pending = [a for a in node.args if id(a) not in index]
