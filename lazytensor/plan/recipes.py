@@ -52,6 +52,17 @@ def scalar_key(v):
     return v
 
 
+def tensor_layout(node) -> tuple:
+    """(its part of a key, id of its array's owner, its address) of a Tensor node, read once and
+    kept on the node: a tensor's array never changes."""
+    layout = node.layout
+    if layout is None:
+        a = node.data
+        at = address(a)
+        layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), at & 15), id(owner(a)), at)
+    return layout
+
+
 def const_part(node) -> tuple:
     v = node.value
     return ("C", node.dtype, type(v), scalar_key(v))
@@ -89,10 +100,7 @@ def signature(root, out):
         t = type(node)
         if t is Tensor:
             a = node.data
-            layout = node.layout
-            if layout is None:              # a tensor's array never changes: read it once
-                at = address(a)
-                layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), at & 15), id(owner(a)), at)
+            layout = tensor_layout(node)
             first = owners.setdefault(layout[1], len(tensors))
             if first == -1:
                 return None                 # the destination's memory is read: aliasing depends on addresses

@@ -64,12 +64,7 @@ def signature_several(pairs):
             t = type(node)
             if t is Tensor:
                 a = node.data
-                layout = node.layout
-                if layout is None:          # a tensor's array never changes: read it once (as recipes do)
-                    at = address(a)
-                    layout = node.layout = (("T", node.dtype, node.shape, a.strides, recipes._place(a), at & 15),
-                                            id(owner(a)), at)
-                part, own, at = layout
+                part, own, at = recipes.tensor_layout(node)
                 dest = dests.get(own)
                 if dest is not None:        # read where a destination is written: its place matters
                     part = (part, "dest", dest[0], at - dest[1])
