@@ -99,43 +99,11 @@ class _Grid:
         return dy if self.bit is None else apply("where", self.bit, dy, 0)
 
 
-class GridElementwise(FusedElementwise):
-    """A FusedElementwise over reshaped views of its arrays (the grid above), made on its first run:
-    it holds the arrays themselves, which a plan recipe rebinds to each call's own (a view of a
-    plan's input or destination it could not rebind, and the plan would be made on every call)."""
-    __slots__ = ("bases",)
-    per_arrays = ("bound", "inputs", "out")
-
-    def __init__(self, backend, program, out_base, input_bases, scalars, note=""):
-        super().__init__(backend, program, None, None, scalars, note)
-        self.bases = (out_base, tuple(input_bases))
-
-    def _views(self):
-        if self.out is None:
-            (out, shape), inputs = self.bases
-            self.out = out.reshape(shape)
-            self.inputs = [a.reshape(s) for a, s in inputs]
-
-    def run(self):
-        self._views()
-        super().run()
-
-    def describe(self, source: bool = True) -> str:
-        self._views()
-        return super().describe(source)
-
-
-class GridReduction(FusedReduction):
-    """A FusedReduction over reshaped views of its arrays, as GridElementwise."""
-    __slots__ = ("bases",)
-    per_arrays = ("inputs", "out")
-
-    def __init__(self, backend, program, spec, out_base, input_bases, scalars, note=""):
-        (out, shape), input_bases = out_base, tuple(input_bases)
-        super().__init__(backend, program, spec, out.reshape(shape), [a.reshape(s) for a, s in input_bases],
-                         scalars, note)
-        self.bases = (out_base, input_bases)
-        self.out = self.inputs = None
+class _OnGridViews:
+    """A step over reshaped views of its arrays (the grid above), made on its first run: it holds
+    the arrays themselves, which a plan recipe rebinds to each call's own (a view of a plan's input
+    or destination it could not rebind, and the plan would be made on every call)."""
+    __slots__ = ()
 
     def _views(self):
         if self.out is None:
@@ -154,6 +122,29 @@ class GridReduction(FusedReduction):
     def describe(self, source: bool = True) -> str:
         self._views()
         return super().describe(source)
+
+
+class GridElementwise(_OnGridViews, FusedElementwise):
+    """A FusedElementwise over reshaped views of its arrays."""
+    __slots__ = ("bases",)
+    per_arrays = ("bound", "inputs", "out")
+
+    def __init__(self, backend, program, out_base, input_bases, scalars, note=""):
+        super().__init__(backend, program, None, None, scalars, note)
+        self.bases = (out_base, tuple(input_bases))
+
+
+class GridReduction(_OnGridViews, FusedReduction):
+    """A FusedReduction over reshaped views of its arrays, as GridElementwise."""
+    __slots__ = ("bases",)
+    per_arrays = ("inputs", "out")
+
+    def __init__(self, backend, program, spec, out_base, input_bases, scalars, note=""):
+        (out, shape), input_bases = out_base, tuple(input_bases)
+        super().__init__(backend, program, spec, out.reshape(shape), [a.reshape(s) for a, s in input_bases],
+                         scalars, note)
+        self.bases = (out_base, input_bases)
+        self.out = self.inputs = None
 
 
 def _operands(node, backend, cut, steps):
