@@ -31,22 +31,6 @@ class MaskGather:
                 f"by {library}'s boolean indexing (the mask's count was read when the gather was built)")
 
 
-def _build_mask_gather(node, backend, cut, out):
-    steps: list = []
-    x = materialized(cut(node.args[0]), backend, steps).data
-    mask = node.args[1].data
-    target = out
-    if out is None or may_overlap(out, x) or may_overlap(out, mask):
-        target = backend.empty(tuple(node.shape), node.dtype)
-    steps.append(MaskGather(backend, x, mask, target))
-    if out is not None and target is not out:
-        steps.append(copy_step(backend, target, out, "the gather's operand overlaps the destination: gathered into "
-                                                     "a temporary, copied here"))
-    return steps, Tensor(target, node.device)
-
-
-HEAVY["mask_gather"] = _build_mask_gather
-ROOT_WRITERS.add("mask_gather")
 
 
 class MaskExpand:
@@ -73,19 +57,25 @@ class MaskExpand:
                 f"of a mask gather)")
 
 
-def _build_mask_expand(node, backend, cut, out):
-    steps: list = []
-    g = materialized(cut(node.args[0]), backend, steps).data
-    mask = node.args[1].data
-    target = out
-    if out is None or may_overlap(out, g) or may_overlap(out, mask):
-        target = backend.empty(tuple(node.shape), node.dtype)
-    steps.append(MaskExpand(backend, g, mask, target))
-    if out is not None and target is not out:
-        steps.append(copy_step(backend, target, out, "the scatter's operand overlaps the destination: written into "
-                                                     "a temporary, copied here"))
-    return steps, Tensor(target, node.device)
+def _mask_step_builder(step_type, overlap_note: str):
+    """The planner's builder of a mask step (x, mask) -> out: it writes the destination unless that
+    shares memory with what the step reads, else a temporary then a copy."""
+    def build(node, backend, cut, out):
+        steps: list = []
+        x = materialized(cut(node.args[0]), backend, steps).data
+        mask = node.args[1].data
+        target = out
+        if out is None or may_overlap(out, x) or may_overlap(out, mask):
+            target = backend.empty(tuple(node.shape), node.dtype)
+        steps.append(step_type(backend, x, mask, target))
+        if out is not None and target is not out:
+            steps.append(copy_step(backend, target, out, overlap_note))
+        return steps, Tensor(target, node.device)
+    return build
 
 
-HEAVY["mask_expand"] = _build_mask_expand
-ROOT_WRITERS.add("mask_expand")
+HEAVY["mask_gather"] = _mask_step_builder(
+    MaskGather, "the gather's operand overlaps the destination: gathered into a temporary, copied here")
+HEAVY["mask_expand"] = _mask_step_builder(
+    MaskExpand, "the scatter's operand overlaps the destination: written into a temporary, copied here")
+ROOT_WRITERS.update(("mask_gather", "mask_expand"))
