@@ -23,6 +23,7 @@ from .interpret import run_program, run_reduction as interpret_reduction
 from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
 from .render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
+from . import stream_stores
 
 # Kernels inline the prelude's helpers, but numba's cache only checks the kernel module's own
 # stamp: the prelude's hash goes into every kernel's name, so a changed prelude is never served stale.
@@ -42,11 +43,14 @@ _F16 = np.dtype(np.float16)
 
 
 class CpuKernel:
-    __slots__ = ("name", "source", "module", "path", "f16")
+    __slots__ = ("name", "source", "module", "path", "f16", "n_inputs")
 
-    def __init__(self, name, source, module, path, f16):
+    def __init__(self, name, source, module, path, f16, n_inputs=None):
         self.name, self.source, self.module, self.path = name, source, module, path
         self.f16 = f16              # float16 operands travel as uint16 bit patterns
+        # where the further outputs start among the array arguments after `out`, for a module with
+        # kernel_stream (else None)
+        self.n_inputs = n_inputs if hasattr(module, "kernel_stream") else None
 
 
 def _kernel_arg(a: np.ndarray):
@@ -142,7 +146,7 @@ class CpuBackend:
                 if not write_atomically(path, source):
                     path = None             # the folder cannot be written: no disk cache
         f16 = _F16 in program.input_dtypes() or any(dtype == _F16 for _, dtype in program.stores())
-        return CpuKernel(name, source, _import(name, source, path), path, f16)
+        return CpuKernel(name, source, _import(name, source, path), path, f16, program.n_inputs)
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
@@ -193,9 +197,13 @@ class CpuBackend:
         kernel = self.kernel(program, layout)
         signature = tuple(_numba_array(numba, *t) for t in types) + tuple(numba.typeof(s) for s in scalars)
         first, second = ("kernel_par", "kernel_seq") if elements >= PARALLEL_MIN_ELEMENTS else ("kernel_seq", "kernel_par")
-        for name in (first, second):
+        names = [first, second]
+        if kernel.n_inputs is not None and elements * _output_bytes(program) >= stream_stores.MIN_BYTES:
+            names.insert(0, "kernel_stream")
+        for name in names:
             # (a damaged cache entry is reported and compiled afresh by numba's checked cache)
-            getattr(kernel.module, name).compile(signature)
+            fn = getattr(kernel.module, name)
+            fn.compile(signature + (numba.intp,) if name == "kernel_stream" else signature)
 
     def _first_or_logged_call(self, kernel, fn, args, elements):
         started = time.perf_counter()
@@ -210,7 +218,7 @@ class CpuBackend:
             launch_log.record(launch_log.KernelRecord(
                 kernel.name, "cpu", "elementwise", elements, cache,
                 time.perf_counter() - started if compiled else 0.0,
-                "parallel" if fn.py_func.__name__ == "kernel_par" else "serial"))
+                _VARIANTS.get(fn.py_func.__name__, "serial")))
 
     # -- reductions -----------------------------------------------------------------------------
     @staticmethod
@@ -301,6 +309,14 @@ class CpuBackend:
         variant = "kernel_par (numba parallel, prange)" if large else "kernel_seq (numba serial)"
         kernel = self.kernels.get((program, layout))
         fn = None if kernel is None else (kernel.module.kernel_par if large else kernel.module.kernel_seq)
+        if "def kernel_stream(" in source:
+            head, why_not = stream_stores.stream_head([out] + list(inputs[program.n_inputs:]))
+            if head is None:
+                variant += f"; ordinary stores: {why_not}"
+            else:
+                variant = (f"kernel_stream (numba parallel, streaming stores from element {head} on: the "
+                           f"results exceed the last-level cache, no write-allocate reads)")
+                fn = None if kernel is None else kernel.module.kernel_stream
         if fn is not None and fn.overloads:
             tier = "tier: the compiled kernel"
         elif wait_for_compiler():
@@ -377,7 +393,22 @@ def _kernel_call(kernel, layout, out, inputs, scalars, mask):
         args = [out, *inputs, *scalars]
     if mask is not None:
         args.insert(1, mask)
+    elif kernel.n_inputs is not None and out.size * 16 * (len(inputs) + 1 - kernel.n_inputs) >= stream_stores.MIN_BYTES:
+        stream = module.kernel_stream
+        if stream.overloads or wait_for_compiler():      # (compiled in the background by _compile)
+            head = stream_stores.stream_head([out] + list(inputs[kernel.n_inputs:]))[0]
+            if head is not None:
+                fn = stream
+                args.append(head)
     return fn, args
+
+
+_VARIANTS = {"kernel_par": "parallel", "kernel_stream": "parallel, streaming stores"}
+
+
+def _output_bytes(program) -> int:
+    """Bytes one element of every output takes."""
+    return sum(np.dtype(dtype).itemsize for _, dtype in program.stores())
 
 
 def _array_type(a: np.ndarray) -> tuple:

@@ -3,15 +3,21 @@
 The module defines two functions over the same body: `kernel_par` (njit(parallel=True), prange
 over the outermost loop) for large arrays and `kernel_seq` for small ones, where waking the thread
 pool costs more than the work. Broadcasting and strides are handled by the indexing: a broadcast
-dimension of an operand is read at index 0, never materialized.
+dimension of an operand is read at index 0, never materialized. Kernels over one index (flat
+layouts, and 1-D ones with broadcast operands) also get `kernel_stream`, the same body writing
+through streaming stores, for results larger than the last-level cache (kernels/stream_stores.py).
 """
 from __future__ import annotations
+
+import hashlib
+import os
 
 import numpy as np
 
 from .numba_vector_math import definitions_for
 from .ops import OPS, kind
 from .program import ElementwiseProgram, Layout, output_name
+from .stream_stores import STREAM_BLOCK, STREAM_CHUNKS
 
 _F16 = np.dtype(np.float16)
 _BOOL = np.dtype(bool)
@@ -20,6 +26,13 @@ _BOOL = np.dtype(bool)
 MODULE_HEADER = ("import math", "import numpy as np", "from numba import njit, prange",
                  "from lazytensor.kernels.numba_prelude import *", "")
 JIT = "@njit(parallel={parallel}, cache=True, error_model='numpy', boundscheck=False, nogil=True)"
+
+# The kernels' names hash their source: the hash of the streaming stores' module, written into the
+# import line, renames the kernels using them when it changes (numba's cache checks only the kernel's
+# own module).
+with open(os.path.join(os.path.dirname(__file__), "numba_stream.py"), "rb") as _stream:
+    STREAM_IMPORT = ("from lazytensor.kernels.numba_stream import lt_store_fence, lt_stream_copy  # "
+                     + hashlib.sha1(_stream.read()).hexdigest()[:12])
 
 
 def module_header(code: list[str]) -> list[str]:
@@ -124,6 +137,9 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
     if program.relu_mask:
         return _render_with_mask(program, layout, params, prologue, body, result)
     src = module_header(body)
+    streams = layout.ndim >= 1 and (layout.flat or layout.ndim == 1)
+    if streams:
+        src.insert(len(MODULE_HEADER) - 1, STREAM_IMPORT)
     for name, parallel in (("kernel_par", True), ("kernel_seq", False)):
         src.append(JIT.format(parallel=parallel))
         src.append(f"def {name}({', '.join(params)}):")
@@ -138,7 +154,55 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
             depth += 1
         src += ["    " * depth + line for line in body + store]
         src.append("")
+    if streams:
+        src += _render_stream(program, layout, params, prologue)
     return "\n".join(src)
+
+
+def _render_stream(program, layout, params, prologue) -> list[str]:
+    """kernel_stream(..., head_): the body over blocks of STREAM_BLOCK elements, computed into
+    buffers with ordinary (vectorized) stores, each buffer then copied to its output with streaming
+    stores (kernels/numba_stream.py). Block 0 is [0, head_), the elements before every output's first
+    32-byte boundary; it and the last, partial block are copied with ordinary stores."""
+    n_in = program.n_inputs
+    stores = program.stores()
+    if layout.flat:
+        outs = ["o"] + [f"o{k}" for k in range(1, len(stores))]
+        varying = list(range(n_in))
+        whole = [f"x{i}" for i in range(n_in)]
+
+        def element(i):
+            return f"y{i}_[j_]"
+    else:
+        outs = ["out"] + [output_name(k) for k in range(1, len(stores))]
+        varying = [i for i in range(n_in) if layout.masks[i] == (True,)]
+        whole = [f"in{i}" for i in range(n_in)]
+
+        def element(i):
+            if i in varying:
+                return f"y{i}_[j_]"
+            return f"in{i}[0]" if layout.masks[i] else f"e{i}"
+    block = STREAM_BLOCK
+    lines = [JIT.format(parallel=True), f"def kernel_stream({', '.join(params + ['head_'])}):"]
+    lines += ["    " + line for line in prologue]
+    lines += [f"    n_ = {outs[0]}.shape[0]",
+              f"    nblocks_ = 1 + (n_ - head_ + {block - 1}) // {block}",
+              f"    nchunks_ = min(nblocks_, {STREAM_CHUNKS})",
+              "    for c_ in prange(nchunks_):"]
+    lines += [f"        b{k}_ = np.empty_like({name}[:{block}])" for k, name in enumerate(outs)]
+    lines += ["        for blk_ in range(c_ * nblocks_ // nchunks_, (c_ + 1) * nblocks_ // nchunks_):",
+              f"            lo_ = 0 if blk_ == 0 else head_ + (blk_ - 1) * {block}",
+              f"            hi_ = head_ if blk_ == 0 else min(lo_ + {block}, n_)"]
+    lines += [f"            y{i}_ = {whole[i]}[lo_:hi_]" for i in varying]
+    lines.append("            for j_ in range(hi_ - lo_):")
+    lines += ["                " + line for line in body_lines(program, element)]
+    lines += [f"                b{k}_[j_] = {store_expr(f'v{vid}', dtype)}" for k, (vid, dtype) in enumerate(stores)]
+    lines.append(f"            if hi_ - lo_ == {block}:")
+    lines += [f"                lt_stream_copy({name}, lo_, b{k}_)" for k, name in enumerate(outs)]
+    lines.append("            else:")
+    lines += [f"                {name}[lo_:hi_] = b{k}_[:hi_ - lo_]" for k, name in enumerate(outs)]
+    lines += ["        lt_store_fence()", ""]
+    return lines
 
 
 

@@ -1,0 +1,63 @@
+"""Streaming (non-temporal) stores for generated numba kernels: `kernel_stream` (kernels/render_numba.py)
+computes a block of results into small buffers, then copies each buffer to its destination with
+these stores.
+
+Why: an ordinary store to a line that is not in the cache first reads the line from memory (write
+allocate), so a kernel writing 4 arrays it does not read moves 4 reads + 4 allocating reads + 4
+writes. The gradients of sum(tanh(a*b+c)*d) ran at 1.5x the 4 reads + 4 writes floor, which is
+exactly that ratio; np.copyto, whose bandwidth the floor is measured with, is glibc's memcpy, which
+switches to streaming stores above a fraction of the last-level cache. numba has no such store, and
+LLVM's loop vectorizer widens a non-temporal scalar store only when its alignment allows the wide
+one: hence the copy is written here as explicit 32-byte vectors, whose alignment the launcher
+guarantees (kernels/stream_stores.py), and the computing loop keeps its ordinary, vectorized stores
+into an L1-resident buffer.
+
+Streaming stores are weakly ordered: each thread ends its share with a fence (lt_store_fence) before
+the parallel region's join publishes the results.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+VECTOR_BYTES = 32       # one AVX store; the destination offsets the launcher picks are multiples of it
+
+
+@intrinsic
+def lt_stream_copy(typingctx, dst, start, src):
+    """dst[start:start + src.size] = src with streaming 32-byte stores. dst's element `start` must lie
+    on a 32-byte boundary and src's size in bytes be a multiple of 32 (the launcher's guarantee)."""
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array) and dst.dtype == src.dtype
+            and isinstance(start, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        dst_t, _, src_t = sig.args
+        dst_a = context.make_array(dst_t)(context, builder, args[0])
+        src_a = context.make_array(src_t)(context, builder, args[2])
+        start_v = context.cast(builder, args[1], sig.args[1], types.intp)
+        itemsize = context.get_abi_sizeof(context.get_data_type(dst_t.dtype))
+        nbytes = builder.mul(src_a.nitems, ir.Constant(src_a.nitems.type, itemsize))
+        byte_ptr = ir.IntType(8).as_pointer()
+        vector_ptr = ir.VectorType(ir.IntType(32), VECTOR_BYTES // 4).as_pointer()
+        to = builder.bitcast(builder.gep(dst_a.data, [start_v], inbounds=True), byte_ptr)
+        frm = builder.bitcast(src_a.data, byte_ptr)
+        nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        zero, step = ir.Constant(nbytes.type, 0), ir.Constant(nbytes.type, VECTOR_BYTES)
+        with cgutils.for_range_slice(builder, zero, nbytes, step) as (offset, _):
+            value = builder.load(builder.bitcast(builder.gep(frm, [offset]), vector_ptr), align=itemsize)
+            store = builder.store(value, builder.bitcast(builder.gep(to, [offset]), vector_ptr), align=VECTOR_BYTES)
+            store.set_metadata("nontemporal", nontemporal)
+        return context.get_dummy_value()
+    return types.none(dst, start, src), codegen
+
+
+@intrinsic
+def lt_store_fence(typingctx):
+    """Order this thread's streaming stores before its later stores (x86: mfence)."""
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.none(), codegen
