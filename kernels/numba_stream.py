@@ -17,6 +17,8 @@ the parallel region's join publishes the results.
 """
 from __future__ import annotations
 
+import platform
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -56,8 +58,14 @@ def lt_stream_copy(typingctx, dst, start, src):
 
 @intrinsic
 def lt_store_fence(typingctx):
-    """Order this thread's streaming stores before its later stores (x86: mfence)."""
+    """Order this thread's streaming stores before its later stores: sfence on x86, as glibc's memcpy
+    ends its streaming loop (LLVM's seq_cst fence is a locked instruction there), else a seq_cst fence."""
     def codegen(context, builder, sig, args):
-        builder.fence("seq_cst")
+        if platform.machine() in ("x86_64", "AMD64"):
+            sfence = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                    "llvm.x86.sse.sfence")
+            builder.call(sfence, [])
+        else:
+            builder.fence("seq_cst")
         return context.get_dummy_value()
     return types.none(), codegen

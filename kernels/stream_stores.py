@@ -58,6 +58,8 @@ def stream_head(outputs) -> tuple:
     if not all(o.flags.c_contiguous for o in outputs):
         return None, "an output is not contiguous"
     head = aligned_head(outputs)
-    if head is None or head >= outputs[0].size:
+    if head is None:
         return None, "the outputs reach a 32-byte boundary at different elements"
+    if head >= outputs[0].size:
+        return None, "no element of the outputs lies on a 32-byte boundary"
     return head, None
