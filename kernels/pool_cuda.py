@@ -4,12 +4,7 @@ kernels/cuda_compile.py) and launched through CuPy. Knows arrays only; the seman
 kernels/pool_cpu.py (documented in lazytensor.ops.pooling), one thread per element written:
   - forward: per output element, a scan of its window;
   - backward: per input element, a gather over the windows that hold it (no atomics, so the sums
-    are deterministic); max pooling recomputes each such window's argmax with the forward's scan;
-  - max pooling's backward where the windows tile the input exactly (stride = kernel, no padding,
-    H = P * KH, W = Q * KW: VGG's 2 x 2 pools): per window, its argmax scanned once and its cells
-    written (the gradient at the argmax, 0 elsewhere). Every cell lies in exactly one window, so the
-    values are the gather's; the gather recomputed each window's argmax once per cell it holds and
-    divided 64-bit indices per cell (8x the floor on VGG16's first pool on the H200, 351 us).
+    are deterministic); max pooling recomputes each such window's argmax with the forward's scan.
 """
 from __future__ import annotations
 
@@ -93,41 +88,13 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__
 }}
 """
 
-_BACKWARD_TILES = """
-extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ dx,
-                                  long long total, SHAPE) {{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;     // one thread per window
-    if (i >= total) return;
-    int c = (int)(i % C); long long t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
-    long long where = window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW);
-    T taken = store(load(g, i)), zero = store((A)0);
-    for (int r = 0; r < KH; ++r) {{
-        int h = p * KH + r;
-        for (int s = 0; s < KW; ++s) {{
-            int w = q * KW + s;
-            dx[(((long long)n * H + h) * W + w) * C + c] = (long long)h * W + w == where ? taken : zero;
-        }}
-    }}
-}}
-"""
-
 _MAX_TAKE = ("if (window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW) == (long long)h * W + w)\n"
              "                acc += load(g, (((long long)n * P + p) * Q + q) * C + c);")
 _AVG_TAKE = "acc += load(g, (((long long)n * P + p) * Q + q) * C + c);"
 
 
-def backward_direction(kind: str, in_shape, out_shape, kernel, stride, padding) -> str:
-    """"backward_tiles" where max pooling's windows tile the input exactly, else "backward"."""
-    tiles = (kind == "max" and tuple(stride) == tuple(kernel) and tuple(padding) == (0, 0)
-             and in_shape[1] == out_shape[1] * kernel[0] and in_shape[2] == out_shape[2] * kernel[1])
-    return "backward_tiles" if tiles else "backward"
-
-
 def render_pool(direction: str, kind: str, dtype) -> CudaSource:
-    """The CUDA C of one pooling kernel: direction "forward", "backward" or "backward_tiles" (max
-    pooling only: see backward_direction), kind "max" or "avg"."""
+    """The CUDA C of one pooling kernel: direction "forward" or "backward", kind "max" or "avg"."""
     dtype = np.dtype(dtype)
     storage, acc, load, store = _TYPES[dtype]
     name = f"lt_{kind}_pool2d_{direction}_{dtype.name}"
@@ -139,10 +106,6 @@ def render_pool(direction: str, kind: str, dtype) -> CudaSource:
                                    update="if (v > acc || isnan(v)) acc = v;")
         else:
             body = _FORWARD.format(name=name, init="0", result="acc / (A)(KH * KW)", update="acc += v;")
-    elif direction == "backward_tiles":
-        if kind != "max":
-            raise ValueError("backward_tiles is max pooling's backward kernel")
-        body = _BACKWARD_TILES.format(name=name)
     else:
         body = _BACKWARD.format(name=name, take=_MAX_TAKE if kind == "max" else _AVG_TAKE,
                                 scale="" if kind == "max" else " / (A)(KH * KW)")
@@ -189,7 +152,5 @@ def pool_forward(compiler, kind: str, x, kernel, stride, padding, out) -> None:
 
 def pool_backward(compiler, kind: str, x, g, kernel, stride, padding, out) -> None:
     """x (max pooling only; else any array of out's dtype), g, out: C-contiguous cupy arrays."""
-    direction = backward_direction(kind, out.shape, g.shape, kernel, stride, padding)
-    source = render_pool(direction, kind, out.dtype)
-    total = g.size if direction == "backward_tiles" else out.size       # a thread per window, else per cell
-    _launch(compiler, source, (x, g, out), total, _shape_args(out.shape, g.shape, kernel, stride, padding))
+    source = render_pool("backward", kind, out.dtype)
+    _launch(compiler, source, (x, g, out), out.size, _shape_args(out.shape, g.shape, kernel, stride, padding))

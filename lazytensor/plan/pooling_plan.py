@@ -47,14 +47,9 @@ class PoolStep:
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
-        direction = self.direction
-        if direction == "backward" and self.backend.name == "cuda":
-            direction = pool_cuda.backward_direction(a.kind, self.out.shape, self.g.shape, a.kernel, a.stride, a.padding)
-            if direction == "backward_tiles":
-                text += "; the windows tile the input: one thread per window writes its cells"
         if source and self.backend.name == "cuda":
             text += "\n" + "\n".join("    " + line for line in
-                                     pool_cuda.render_pool(direction, a.kind, self.out.dtype).kernel.splitlines())
+                                     pool_cuda.render_pool(self.direction, a.kind, self.out.dtype).kernel.splitlines())
         return text
 
 
