@@ -96,6 +96,9 @@ def test_every_block_of_a_train_step_takes_the_fused_backward():
                    and "meanvar" not in d for d in described)
     assert sum("dBN sums: per channel" in d for d in described) == 4
     assert sum("the 1-bit ReLU mask the backward of this plan reads" in d for d in described) == 3
+    # the downsample's dBN reads dY and the residual relu's mask: d(skip) = dY * mask is never written
+    assert "so that its d(skip) = dY * mask is never written" in text
+    assert not any("d(skip)" in d for d in described)
 
 
 def test_a_train_step_equals_the_per_op_path(monkeypatch):
@@ -129,3 +132,35 @@ def test_float64_blocks_take_the_per_op_rules_and_explain_says_why():
     text = str(lt.explain(step, source=False))
     assert "backward: 0 of 4 Conv-BN blocks take the fused CBR backward" in text
     assert text.count("the activations are float64") == 4
+
+
+@pytest.mark.parametrize("evaluated", [True, False])
+def test_a_downsample_reads_dy_and_the_mask_of_the_residual_relu(evaluated, monkeypatch):
+    # relu(bn1(conv1(x)) + bn2(conv2(x2))): bn2's output gradient is dY * mask; its dBN reads dY and
+    # the mask, from the evaluated forward's holders or from the same plan
+    rng = np.random.default_rng(11)
+    t = lambda *shape: lt.asarray(rng.standard_normal(shape).astype(np.float32))      # noqa: E731
+    x, x2, w1, w2 = t(2, 5, 5, 3), t(2, 5, 5, 4), t(8, 3, 3, 3), t(8, 1, 1, 4)
+    gamma1, beta1, gamma2, beta2 = (lt.asarray(rng.uniform(0.5, 2.0, 8).astype(np.float32)) for _ in range(4))
+    dy = t(2, 5, 5, 8)
+
+    def gradients():
+        running = [lt.zeros((8,), np.float32), lt.ones((8,), np.float32)]
+        bn1 = lt.batch_norm(lt.conv2d(x, w1, padding=1), gamma1, beta1, *running)
+        bn2 = lt.batch_norm(lt.conv2d(x2, w2), gamma2, beta2, lt.zeros((8,), np.float32), lt.ones((8,), np.float32))
+        root = lt.relu(bn1 + bn2)
+        if evaluated:
+            lt.evaluate(root)
+        grads = lt.grad(root, [x, x2, w1, w2, gamma1, beta1, gamma2, beta2], grad_output=dy)
+        return grads, [v.numpy() for v in lt.evaluate(*grads)]
+
+    grads, got = gradients()
+    what = [w for _, w in grads.paths]
+    assert len(what) == 2 and "d(skip) = dY * mask is never written" in what[1]
+    steps = lt.explain(list(grads), source=False).steps
+    assert not any("d(skip)" in (getattr(s, "note", "") or "") for s in steps)
+    with monkeypatch.context() as m:
+        m.setattr(patterns, "BACKWARD_PATTERNS", [])
+        _, want = gradients()
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert_close(a, b.astype(np.float64), f"gradient {k}", 2e-4)

@@ -21,9 +21,9 @@ all (the first layer's dX then plans no dgrad). Modules of patterns register the
 lazytensor.autodiff is imported (its __init__ imports each patterns_*.py).
 
 For lt.explain, a pattern may also have
-    describe(node, wanted) -> str      what it builds for a root it took;
-    declined(node) -> str or None      for a node the per-op rules take, why the pattern did not
-                                       (the CBR pattern: a training batch_norm it could not take).
+    describe(node, grad, wanted) -> str   what gradients() builds for a root it took;
+    declined(node) -> str or None         for a node the per-op rules take, why the pattern did not
+                                          (the CBR pattern: a training batch_norm it could not take).
 The reverse pass keeps both in Gradients.paths.
 """
 BACKWARD_PATTERNS: list = []

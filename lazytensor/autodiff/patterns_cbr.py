@@ -24,7 +24,8 @@ import numpy as np
 
 from lazytensor.autodiff.patterns import BACKWARD_PATTERNS
 from lazytensor.core.expr import Expr
-from lazytensor.ops.cbr_backward import cbr_bn_backward, cbr_bn_backward_in_plan
+from lazytensor.ops.cbr_backward import (cbr_bn_backward, cbr_bn_backward_in_plan, cbr_bn_backward_masked,
+                                         masked_gradient)
 from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
 from lazytensor.autodiff.origin import as_computed
 from lazytensor.ops.views import broadcast_to
@@ -91,7 +92,14 @@ class CbrBackward:
         if tuple(grad.shape) != tuple(node.shape):
             grad = broadcast_to(grad, node.shape)
         relu, residual = self.form != "bn", self.form == "residual"
-        if _complete(bn, relu):
+        masked = masked_gradient(grad) if self.form == "bn" else None
+        if masked is not None:          # a downsample under a residual relu: its dBN reads dY and that mask
+            dy, mask = masked
+            if _complete(bn, False):
+                d_conv, dgamma, dbeta, d_skip = cbr_bn_backward_masked(dy, mask, bn.attrs.saved, gamma)
+            else:
+                d_conv, dgamma, dbeta, d_skip = cbr_bn_backward_in_plan(dy, bn, None, gamma, mask=mask)
+        elif _complete(bn, relu):
             d_conv, dgamma, dbeta, d_skip = cbr_bn_backward(grad, bn.attrs.saved, gamma, relu=relu, residual=residual)
         else:
             d_conv, dgamma, dbeta, d_skip = cbr_bn_backward_in_plan(grad, bn, as_computed(node), gamma, relu=relu,
@@ -107,8 +115,8 @@ class CbrBackward:
             grads[operand] = g if operand not in grads else grads[operand] + g
         return grads
 
-    def describe(self, node, wanted) -> str:
-        """What gradients() builds for `node`, for lt.explain."""
+    def describe(self, node, grad, wanted) -> str:
+        """What gradients(node, grad, wanted) builds, for lt.explain."""
         bn, conv, _ = self.parts(node)
         x, w = conv.args
         relu = self.form != "bn"
@@ -118,6 +126,9 @@ class CbrBackward:
                  "then wgrad; no dgrad (x gets no gradient: the first layer)")
         read = ("(drelu + dBN) reads the saved statistics, the conv output and the 1-bit ReLU mask" if relu else
                 "(dBN) reads the saved statistics and the conv output")
+        if not relu and masked_gradient(grad) is not None:
+            read += (", and dY and the 1-bit mask of the residual relu above it, so that its d(skip) = dY * mask "
+                     "is never written")
         return (f"fused CBR backward of {_FORMS[self.form]}, conv {tuple(x.shape)} * {tuple(w.shape)}: stage 1 "
                 f"{read} from {source}; {dgrad}")
 

@@ -98,7 +98,7 @@ def _grad(output, inputs, grad_output):
             # A whole subgraph at once (the fused CBR backward): its inputs get their gradients,
             # the nodes it consumed get none from this root.
             wanted = [n for n in _pattern_operands(node) if reaches[id(n)]]
-            paths.append((node, pattern.describe(node, wanted)))
+            paths.append((node, pattern.describe(node, g, wanted)))
             for operand, d in pattern.gradients(node, g, wanted=wanted).items():
                 if d is not None and reaches.get(id(operand), False):
                     pending.setdefault(id(operand), []).append(d)
