@@ -5,6 +5,8 @@ Operands that are expressions are evaluated first; the CUDA kernels index dense 
 operand is copied to a dense one there (explain shows the copy)."""
 from __future__ import annotations
 
+import numpy as np
+
 from lazytensor.core import tensor as _tensor
 from lazytensor.kernels import launch_log, pool_cuda
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
@@ -13,10 +15,11 @@ from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized
 class PoolStep:
     """out = the pooling (direction "forward") or its input gradient ("backward") of x; g is the output
     gradient (backward only), x is None for avg pooling's backward on the CPU."""
-    __slots__ = ("backend", "direction", "attrs", "x", "g", "out")
+    __slots__ = ("backend", "direction", "attrs", "x", "g", "out", "argmax")
 
-    def __init__(self, backend, direction, attrs, x, g, out):
+    def __init__(self, backend, direction, attrs, x, g, out, argmax=None):
         self.backend, self.direction, self.attrs, self.x, self.g, self.out = backend, direction, attrs, x, g, out
+        self.argmax = argmax      # CUDA max pooling over overlapping windows: a byte per window, its argmax
 
     def run(self):
         a = self.attrs
@@ -31,7 +34,8 @@ class PoolStep:
                 pool_cuda.pool_forward(compiler, a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
             else:
                 x = self.g if self.x is None else self.x      # avg pooling's kernel never reads x
-                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out)
+                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out,
+                                        self.argmax)
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(f"{a.kind}_pool2d_{self.direction}", self.backend.name,
                                                       "pool", int(self.out.size), "memory", 0.0))
@@ -49,14 +53,18 @@ class PoolStep:
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
         if self.backend.name == "cuda" and self.direction == "backward":
-            if not windows:
+            if not windows and self.argmax is not None:
+                text += ("; windows overlap: each window's argmax found once (a byte per window), then a gather "
+                         "per input cell over the windows that hold it, comparing those bytes")
+            elif not windows:
                 text += "; windows overlap: a gather per input cell over the windows that hold it"
             else:
                 text += "; windows do not overlap: one thread per window writes its cells"
                 if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
                     text += " (cells no window holds zeroed first)"
         if source and self.backend.name == "cuda":
-            kernel = pool_cuda.render_pool(self.direction, a.kind, self.out.dtype, windows=windows).kernel
+            kernel = pool_cuda.render_pool(self.direction, a.kind, self.out.dtype, windows=windows,
+                                           argmax=self.argmax is not None).kernel
             text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
         return text
 
@@ -101,7 +109,11 @@ def _build_pool_backward(node, backend, cut, out):
     else:
         x, g = None, _operand(node.args[0], backend, cut, steps)
     dx = _result(node, backend, out, (x, g))
-    steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx))
+    a = node.attrs
+    argmax = None
+    if backend.name == "cuda" and pool_cuda.argmax_first(a.kind, a.kernel, a.stride):
+        argmax = backend.empty(tuple(g.shape), np.dtype(np.uint8))
+    steps.append(PoolStep(backend, "backward", a, x, g, dx, argmax))
     return _finish(steps, backend, node, dx, out)
 
 
