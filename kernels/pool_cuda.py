@@ -14,7 +14,8 @@ kernels/pool_cpu.py (documented in lazytensor.ops.pooling), one thread per eleme
     argmax, zeros elsewhere; avg: the share of each cell). Each cell is written by one window at
     most, and cells no window holds (strides wider than the kernel, trailing rows) are zeroed first.
     The gather would recompute the window's argmax once per cell: kh * kw scans instead of one.
-Indices are 32-bit where every array has fewer than 2**31 elements, the addresses of the loads in
+Over float16 with channels a multiple of 8, the per-window kernels move 16 bytes per load and store
+(kernels/pool_cuda_vector.py). Indices are 32-bit where every array has fewer than 2**31 elements, the addresses of the loads in
 the windows' scans included: 64-bit division, remainder and multiply-add cost several times more
 instructions than the loads they address (ResNet-50's stem pool forward, with 64-bit addresses in
 its scan, took 414 us on the H200 for a floor of about 85 us; 32-bit ones there are not measured yet).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .pool_cuda_vector import render_vector_pool, vectorizable
 from .render_cuda import CudaSource
 
 _TYPES = {np.dtype(np.float16): ("__half", "float", "__half2float", "__float2half_rn"),
@@ -235,8 +237,12 @@ def pool_forward(compiler, kind: str, x, kernel, stride, padding, out) -> None:
     """x, out: C-contiguous cupy arrays of one float dtype."""
     if out.size == 0:
         return
+    shape_args = _shape_args(x.shape, out.shape, kernel, stride, padding)
+    if vectorizable(x.dtype, x.shape[3], x, out):
+        _launch(compiler, render_vector_pool("forward", kind, _wide(x, out)), (x, out), out.size // 8, shape_args)
+        return
     source = render_pool("forward", kind, x.dtype, wide=_wide(x, out))
-    _launch(compiler, source, (x, out), out.size, _shape_args(x.shape, out.shape, kernel, stride, padding))
+    _launch(compiler, source, (x, out), out.size, shape_args)
 
 
 def windows_apart(kernel, stride) -> bool:
@@ -266,7 +272,9 @@ def pool_backward(compiler, kind: str, x, g, kernel, stride, padding, out, argma
     wide = _wide(x, g, out)
     if not windows_apart(kernel, stride):
         if argmax is not None and argmax_first(kind, kernel, stride):
-            if g.size:
+            if g.size and vectorizable(out.dtype, out.shape[3], x, argmax):
+                _launch(compiler, render_vector_pool("argmax", kind, wide), (x, argmax), g.size // 8, shape_args)
+            elif g.size:
                 _launch(compiler, render_pool("argmax", kind, out.dtype, wide=wide), (x, argmax), g.size, shape_args)
             _launch(compiler, render_pool("backward", kind, out.dtype, wide=wide, argmax=True), (argmax, g, out),
                     out.size, shape_args)
@@ -275,6 +283,8 @@ def pool_backward(compiler, kind: str, x, g, kernel, stride, padding, out, argma
         return
     if not windows_cover(out.shape, g.shape, kernel, stride, padding):
         out.fill(0)
-    if g.size:
+    if g.size and vectorizable(out.dtype, out.shape[3], x, g, out):
+        _launch(compiler, render_vector_pool("backward_windows", kind, wide), (x, g, out), g.size // 8, shape_args)
+    elif g.size:
         _launch(compiler, render_pool("backward", kind, out.dtype, windows=True, wide=wide), (x, g, out), g.size,
                 shape_args)

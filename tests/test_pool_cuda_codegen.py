@@ -92,3 +92,61 @@ def test_the_argmax_kernels_index_arithmetic(shape, kernel, stride, padding):
                 if at[n, p, q, c] == (h - (p * SH - PH)) * KW + (w - (q * SW - PW)):
                     dx[n, h, w, c] += g[n, p, q, c]
     np.testing.assert_allclose(dx, pool_backward_reference("max", x, g, kernel, stride, padding), rtol=1e-12)
+
+
+@pytest.mark.parametrize("direction,kind", [("forward", "max"), ("forward", "avg"), ("argmax", "max"),
+                                            ("backward_windows", "max"), ("backward_windows", "avg")])
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_vectorized_kernels_compile_to_ptx(direction, kind, wide):
+    from lazytensor.kernels.pool_cuda_vector import render_vector_pool
+    source = render_vector_pool(direction, kind, wide)
+    ptx = compile_to_ptx(source.source, name=f"{source.name}.cu", optimize=False)
+    assert f".entry {source.name}" in ptx and source.float16
+
+
+@pytest.mark.parametrize("shape,kernel,stride,padding", [((2, 6, 4, 16), (2, 2), (2, 2), (0, 0)),
+                                                        ((1, 7, 5, 8), (2, 2), (3, 2), (1, 0)),
+                                                        ((1, 7, 6, 16), (3, 3), (2, 2), (1, 1))])
+def test_the_vectorized_kernels_index_arithmetic(shape, kernel, stride, padding):
+    # one thread per 8 channels of a window: the thread and lane arithmetic of pool_cuda_vector, line
+    # for line in NumPy, against the loop oracles (forward; backward where windows do not overlap)
+    import numpy as np
+    from lazytensor.kernels.pool_cuda import windows_apart
+    from newops_oracles import out_size, pool_backward_reference, pool_reference
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape)
+    flat = x.reshape(-1)
+    flat[rng.random(flat.size) < 0.25] = 0.5
+    flat[rng.random(flat.size) < 0.2] = -np.inf
+    flat[rng.random(flat.size) < 0.05] = np.nan
+    N, H, W, C = shape
+    (KH, KW), (SH, SW), (PH, PW) = kernel, stride, padding
+    P, Q = out_size(shape, kernel, stride, padding)
+    g = rng.standard_normal((N, P, Q, C))
+    xf, gf = x.reshape(-1), g.reshape(-1)
+    y, dx = np.zeros(N * P * Q * C), np.zeros(x.size)
+    G = C >> 3
+    for i in range(N * P * Q * G):                           # _WINDOW's thread
+        c = (i % G) << 3
+        t = i // G
+        q, t = t % Q, t // Q
+        p, n = t % P, t // P
+        h0, w0 = p * SH - PH, q * SW - PW
+        o = ((n * P + p) * Q + q) * C + c
+        cells = [(r, s, ((n * H + h0 + r) * W + w0 + s) * C + c) for r in range(KH) for s in range(KW)
+                 if 0 <= h0 + r < H and 0 <= w0 + s < W]
+        first = (max(h0, 0) - h0) * KW + (max(w0, 0) - w0)
+        for j in range(8):                                    # the lanes
+            best, at = -np.inf, first
+            for r, s, cell in cells:
+                e = xf[cell + j]
+                if e > best or np.isnan(e):
+                    best, at = e, r * KW + s
+            y[o + j] = best
+            for r, s, cell in cells:                          # _BACKWARD_MAX_EACH
+                dx[cell + j] = gf[o + j] if r * KW + s == at else 0.0
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(y.reshape(g.shape), pool_reference("max", x, kernel, stride, padding), rtol=1e-12)
+    if windows_apart(kernel, stride):
+        want = pool_backward_reference("max", x, g, kernel, stride, padding)
+        np.testing.assert_allclose(dx.reshape(shape), want, rtol=1e-12)
