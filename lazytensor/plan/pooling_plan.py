@@ -62,6 +62,10 @@ class PoolStep:
                 text += "; windows do not overlap: one thread per window writes its cells"
                 if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
                     text += " (cells no window holds zeroed first)"
+        if self.backend.name == "cuda" and (self.direction == "forward" or windows or self.argmax is not None):
+            arrays = [b for b in (self.x, self.g, self.out) if b is not None]
+            if pool_cuda.vectorizable(self.out.dtype, a.in_shape[3], *arrays):
+                text += "; float16, channels a multiple of 8: a thread per 8 channels of a window, 16-byte loads"
         if source and self.backend.name == "cuda":
             kernel = pool_cuda.render_pool(self.direction, a.kind, self.out.dtype, windows=windows,
                                            argmax=self.argmax is not None).kernel
