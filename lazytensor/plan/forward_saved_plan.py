@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.core.expr import apply
 from lazytensor.kernels.program import with_relu_mask
 from lazytensor.plan.planner import HEAVY, evaluating_step, materialized, plan
 from lazytensor.plan.steps import FusedElementwise
@@ -46,12 +47,14 @@ def _relu_mask(relu, backend, cut, side):
         return [], found["relu_mask"]
     steps: list = []
     value = cut(relu)
-    step = evaluating_step(cut, value)
-    if step is None:                # not evaluated yet: here, with its mask; later readers read it
-        materialized(value, backend, steps, cut)
+    step = _writer(cut, value)
+    if step is None and not isinstance(value, _tensor.Tensor):
+        materialized(value, backend, steps, cut)    # not evaluated yet: here, with its mask; later readers read it
         step = evaluating_step(cut, value)
-    elif not _can_take_mask(step):  # evaluated by a step that cannot take the mask: once more, for the mask
-        steps = plan(value, backend.empty(tuple(value.shape), value.dtype), backend)
+    elif step is None or not _can_take_mask(step):
+        # evaluated by a step that cannot take the mask: relu of that value once more, for the mask
+        again = apply("relu", value) if isinstance(value, _tensor.Tensor) else value
+        steps = plan(again, backend.empty(tuple(value.shape), value.dtype), backend)
         step = steps[-1]
     mask = backend.empty(((step.out.size + 7) // 8,), _U8)
     step.program = with_relu_mask(step.program)
@@ -62,6 +65,17 @@ def _relu_mask(relu, backend, cut, side):
     result = _tensor.Tensor(mask, relu.device)
     side[id(relu)] = {"relu_mask": result}
     return steps, result
+
+
+def _writer(cut, value):
+    """The step of this plan that evaluated `value` (the cut relu: an expression, or the Tensor a step
+    evaluated it into when the cutter evaluates it once, lazytensor.plan.shared_values), or None."""
+    if not isinstance(value, _tensor.Tensor):
+        return evaluating_step(cut, value)
+    for kept in getattr(cut, "evaluated", {}).values():
+        if kept[1].data is value.data:
+            return kept[2]
+    return None
 
 
 def _can_take_mask(step) -> bool:
