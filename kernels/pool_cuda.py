@@ -37,6 +37,9 @@ typedef {index} I;
 __device__ __forceinline__ A load(const T* p, long long i) {{ return {load}(p[i]); }}
 __device__ __forceinline__ T store(A v) {{ return {store}(v); }}
 #define SHAPE int N, int H, int W, int C, int P, int Q, int KH, int KW, int SH, int SW, int PH, int PW
+// The window (n, p, q, c) of the flat index i over (N, P, Q, C): one thread per window.
+#define WINDOW_OF(i) I t_ = (i) / C; int c = (int)((i) % C); int q = (int)(t_ % Q); t_ /= Q; \
+                     int p = (int)(t_ % P); int n = (int)(t_ / P)
 
 // The argmax of window (n, p, q, c), as a cell index h * W + w: the forward max's scan, rows first,
 // keeping the first maximum and the last NaN (PyTorch: val > max || isnan(val)).
@@ -62,9 +65,7 @@ _FORWARD = """
 extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y, long long total, SHAPE) {{
     I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (I)total) return;
-    int c = (int)(i % C); I t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
+    WINDOW_OF(i);
     int h0 = p * SH - PH, w0 = q * SW - PW;
     A acc = {init};
     for (int r = 0; r < KH; ++r) {{
@@ -107,9 +108,7 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__
                                   long long total, SHAPE) {{
     I i = (I)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per window (n, p, q, c)
     if (i >= (I)total) return;
-    int c = (int)(i % C); I t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
+    WINDOW_OF(i);
     int h0 = p * SH - PH, w0 = q * SW - PW;
     A share = load(g, i){scale};
     {find}
@@ -129,9 +128,7 @@ _ARGMAX = """
 extern "C" __global__ void {name}(const T* __restrict__ x, unsigned char* __restrict__ arg, long long total, SHAPE) {{
     I i = (I)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per window (n, p, q, c)
     if (i >= (I)total) return;
-    int c = (int)(i % C); I t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
+    WINDOW_OF(i);
     long long at = window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW);
     int h = (int)(at / W), w = (int)(at % W);
     arg[i] = (unsigned char)((h - (p * SH - PH)) * KW + (w - (q * SW - PW)));
