@@ -4,21 +4,23 @@ kernels/cuda_compile.py) and launched through CuPy. Knows arrays only; the seman
 kernels/pool_cpu.py (documented in lazytensor.ops.pooling), one thread per element written:
   - forward: per output element, a scan of its window;
   - backward, windows that overlap: per input element, a gather over the windows that hold it (no
-    atomics, so the sums are deterministic). Max pooling first finds each window's argmax once
-    (one thread per window, the forward's scan) as a byte, its offset r * KW + s in the window,
-    and the gather compares bytes; recomputing each window's argmax for every cell it holds
-    (KH * KW scans of KH * KW values per window) took 6.2 ms of ResNet-50's 25.6 ms step on the
-    H200 (its stem's 3 x 3 / 2 pool over 128 x 112 x 112 x 64);
+    atomics, so the sums are deterministic); max pooling recomputes each such window's argmax with
+    the forward's scan;
   - backward, windows that do not overlap (stride >= kernel, as in VGG's and ResNet's 2x2/2 pools):
     per window, its argmax found once and every cell of the window written (the gradient at the
     argmax, zeros elsewhere; avg: the share of each cell). Each cell is written by one window at
     most, and cells no window holds (strides wider than the kernel, trailing rows) are zeroed first.
     The gather would recompute the window's argmax once per cell: kh * kw scans instead of one.
-Over float16 with channels a multiple of 8, the per-window kernels move 16 bytes per load and store
-(kernels/pool_cuda_vector.py). Indices are 32-bit where every array has fewer than 2**31 elements, the addresses of the loads in
-the windows' scans included: 64-bit division, remainder and multiply-add cost several times more
-instructions than the loads they address (ResNet-50's stem pool forward, with 64-bit addresses in
-its scan, took 414 us on the H200 for a floor of about 85 us; 32-bit ones there are not measured yet).
+  - max pooling's backward, windows that overlap (ResNet's 3x3/2 pool): two kernels, the argmax of
+    each window found once into a 1-byte index within the window (r * kw + s), then the gather per
+    input element comparing its place in each window that holds it with that index. Recomputing
+    the argmax in the gather scanned about (kh * kw)**2 / (sh * sw) cells per element: 6.2 ms for
+    ResNet-50's pool at batch 128 on the H200.
+Over float16 with channels a multiple of 8, the per-window kernels (forward, backward_windows,
+argmax) move 16 bytes per load and store, a thread per 8 channels (kernels/pool_cuda_vector.py).
+Indices are 32-bit where every array has fewer than 2**31 elements, the addresses of the windows'
+loads included: 64-bit division, remainder and multiply-add cost several times more instructions
+than the loads they address.
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ typedef {index} I;
 __device__ __forceinline__ A load(const T* p, long long i) {{ return {load}(p[i]); }}
 __device__ __forceinline__ T store(A v) {{ return {store}(v); }}
 #define SHAPE int N, int H, int W, int C, int P, int Q, int KH, int KW, int SH, int SW, int PH, int PW
+// The window (n, p, q, c) of the flat index i over (N, P, Q, C): one thread per window.
+#define WINDOW_OF(i) I t_ = (i) / C; int c = (int)((i) % C); int q = (int)(t_ % Q); t_ /= Q; \
+                     int p = (int)(t_ % P); int n = (int)(t_ / P)
 
 // The argmax of window (n, p, q, c), as a cell index h * W + w: the forward max's scan, rows first,
 // keeping the first maximum and the last NaN (PyTorch: val > max || isnan(val)).
@@ -64,9 +69,7 @@ _FORWARD = """
 extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y, long long total, SHAPE) {{
     I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (I)total) return;
-    int c = (int)(i % C); I t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
+    WINDOW_OF(i);
     int h0 = p * SH - PH, w0 = q * SW - PW;
     A acc = {init};
     for (int r = 0; r < KH; ++r) {{
@@ -109,9 +112,7 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__
                                   long long total, SHAPE) {{
     I i = (I)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per window (n, p, q, c)
     if (i >= (I)total) return;
-    int c = (int)(i % C); I t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
+    WINDOW_OF(i);
     int h0 = p * SH - PH, w0 = q * SW - PW;
     A share = load(g, i){scale};
     {find}
@@ -128,53 +129,40 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__
 """
 
 _ARGMAX = """
-extern "C" __global__ void {name}(const T* __restrict__ x, unsigned char* __restrict__ at, long long total, SHAPE) {{
+extern "C" __global__ void {name}(const T* __restrict__ x, unsigned char* __restrict__ arg, long long total, SHAPE) {{
     I i = (I)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per window (n, p, q, c)
     if (i >= (I)total) return;
-    int c = (int)(i % C); I t = i / C;
-    int q = (int)(t % Q); t /= Q;
-    int p = (int)(t % P); int n = (int)(t / P);
-    int h0 = p * SH - PH, w0 = q * SW - PW;
-    A best = (A)LT_NEG_INF;
-    int where = (max(h0, 0) - h0) * KW + (max(w0, 0) - w0);    // window_argmax's cell where nothing beats -inf
-    for (int r = 0; r < KH; ++r) {{
-        int h = h0 + r;
-        if (h < 0 || h >= H) continue;
-        for (int s = 0; s < KW; ++s) {{
-            int w = w0 + s;
-            if (w < 0 || w >= W) continue;
-            A v = load(x, (((I)n * H + h) * W + w) * C + c);
-            if (v > best || isnan(v)) {{ best = v; where = r * KW + s; }}
-        }}
-    }}
-    at[i] = (unsigned char)where;
+    WINDOW_OF(i);
+    long long at = window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW);
+    int h = (int)(at / W), w = (int)(at % W);
+    arg[i] = (unsigned char)((h - (p * SH - PH)) * KW + (w - (q * SW - PW)));
 }}
 """
 
-_ARGMAX_TAKE = ("I k = (((I)n * P + p) * Q + q) * C + c;\n"
-                "            if (at[k] == (h - (p * SH - PH)) * KW + (w - (q * SW - PW))) acc += load(g, k);")
-_X = "const T* __restrict__ x"
-_AT = "const unsigned char* __restrict__ at"
-
+_INDEXED_TAKE = ("if (arg[(((I)n * P + p) * Q + q) * C + c] == (h - (p * SH - PH)) * KW + (w - (q * SW - PW)))\n"
+                 "                acc += load(g, (((I)n * P + p) * Q + q) * C + c);")
 _MAX_TAKE = ("if (window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW) == (long long)h * W + w)\n"
              "                acc += load(g, (((I)n * P + p) * Q + q) * C + c);")
 _AVG_TAKE = "acc += load(g, (((I)n * P + p) * Q + q) * C + c);"
 
 
-def render_pool(direction: str, kind: str, dtype, *, windows: bool = False, wide: bool = False,
-                argmax: bool = False) -> CudaSource:
-    """The CUDA C of one pooling kernel: direction "forward", "backward" or "argmax" (max pooling:
-    each window's argmax as its offset r * KW + s, a byte), kind "max" or "avg"; windows: the
-    backward that writes each window's cells (windows must not overlap); argmax: max pooling's
-    gather that reads the argmax bytes instead of x; wide: 64-bit indices (an array of 2**31
-    elements or more)."""
+KERNELS = ("forward", "backward", "backward_windows", "argmax", "backward_indexed")
+_X = "const T* __restrict__ x"
+
+
+def render_pool(kernel: str, kind: str, dtype, *, wide: bool = False) -> CudaSource:
+    """The CUDA C of one pooling kernel of KERNELS, kind "max" or "avg" ("argmax" and
+    "backward_indexed": max only): "backward" is the gather, "backward_windows" writes each window's
+    cells (windows must not overlap), "argmax" writes each window's argmax as a byte that
+    "backward_indexed" reads. wide: 64-bit indices (an array of 2**31 elements or more)."""
+    if kernel not in KERNELS or (kernel in ("argmax", "backward_indexed") and kind != "max"):
+        raise ValueError(f"no {kind} pooling kernel {kernel!r}")
     dtype = np.dtype(dtype)
     storage, acc, load, store = _TYPES[dtype]
-    variant = "_windows" if windows else "_argmax" if argmax else ""
-    name = f"lt_{kind}_pool2d_{direction}{variant}_{dtype.name}{'_i64' if wide else ''}"
+    name = f"lt_{kind}_pool2d_{kernel}_{dtype.name}{'_i64' if wide else ''}"
     head = _HEAD.format(include="#include <cuda_fp16.h>" if dtype == np.float16 else "",
                         storage=storage, acc=acc, load=load, store=store, index="long long" if wide else "int")
-    if windows:
+    if kernel == "backward_windows":
         if kind == "max":
             body = _BACKWARD_WINDOWS.format(
                 name=name, scale="",
@@ -182,19 +170,18 @@ def render_pool(direction: str, kind: str, dtype, *, windows: bool = False, wide
                 cell="(long long)h * W + w == at ? share : (A)0")
         else:
             body = _BACKWARD_WINDOWS.format(name=name, scale=" / (A)(KH * KW)", find="", cell="share")
-    elif direction == "argmax":
-        if kind != "max":
-            raise ValueError("the argmax kernel is max pooling's")
-        body = _ARGMAX.format(name=name)
-    elif direction == "forward":
+    elif kernel == "forward":
         if kind == "max":
             body = _FORWARD.format(name=name, init="(A)LT_NEG_INF", result="acc",
                                    update="if (v > acc || isnan(v)) acc = v;")
         else:
             body = _FORWARD.format(name=name, init="0", result="acc / (A)(KH * KW)", update="acc += v;")
+    elif kernel == "argmax":
+        body = _ARGMAX.format(name=name)
+    elif kernel == "backward_indexed":
+        body = _BACKWARD.format(name=name, first="const unsigned char* __restrict__ arg", take=_INDEXED_TAKE, scale="")
     else:
-        take = (_ARGMAX_TAKE if argmax else _MAX_TAKE) if kind == "max" else _AVG_TAKE
-        body = _BACKWARD.format(name=name, take=take, first=_AT if argmax else _X,
+        body = _BACKWARD.format(name=name, first=_X, take=_MAX_TAKE if kind == "max" else _AVG_TAKE,
                                 scale="" if kind == "max" else " / (A)(KH * KW)")
     return CudaSource(name, head + body, dtype == np.float16, body)
 
@@ -241,8 +228,7 @@ def pool_forward(compiler, kind: str, x, kernel, stride, padding, out) -> None:
     if vectorizable(x.dtype, x.shape[3], x, out):
         _launch(compiler, render_vector_pool("forward", kind, _wide(x, out)), (x, out), out.size // 8, shape_args)
         return
-    source = render_pool("forward", kind, x.dtype, wide=_wide(x, out))
-    _launch(compiler, source, (x, out), out.size, shape_args)
+    _launch(compiler, render_pool("forward", kind, x.dtype, wide=_wide(x, out)), (x, out), out.size, shape_args)
 
 
 def windows_apart(kernel, stride) -> bool:
@@ -257,34 +243,37 @@ def windows_cover(in_shape, out_shape, kernel, stride, padding) -> bool:
                for size, o, k, s, pad in zip(in_shape[1:3], out_shape[1:3], kernel, stride, padding))
 
 
-def argmax_first(kind: str, kernel, stride) -> bool:
-    """Whether max pooling's backward finds each window's argmax once, into a byte per window (see
-    pool_backward): windows that overlap, of at most 256 cells."""
-    return kind == "max" and not windows_apart(kernel, stride) and kernel[0] * kernel[1] <= 256
+def backward_kernels(kind: str, in_shape, out_shape, kernel, stride, padding) -> tuple:
+    """The kernels of a pooling's backward, in launch order (see the module's docstring)."""
+    if windows_apart(kernel, stride):
+        return ("backward_windows",)
+    if kind == "max" and kernel[0] * kernel[1] <= 255:      # the argmax's place fits a byte
+        return ("argmax", "backward_indexed")
+    return ("backward",)
 
 
 def pool_backward(compiler, kind: str, x, g, kernel, stride, padding, out, argmax=None) -> None:
     """x (max pooling only; else any array of out's dtype), g, out: C-contiguous cupy arrays;
-    argmax: a uint8 array of g's shape, scratch for the argmax bytes where argmax_first says so."""
+    argmax: a uint8 array of g's size, the argmax kernel's output, where backward_kernels names it."""
     if out.size == 0:
         return
     shape_args = _shape_args(out.shape, g.shape, kernel, stride, padding)
     wide = _wide(x, g, out)
-    if not windows_apart(kernel, stride):
-        if argmax is not None and argmax_first(kind, kernel, stride):
-            if g.size and vectorizable(out.dtype, out.shape[3], x, argmax):
-                _launch(compiler, render_vector_pool("argmax", kind, wide), (x, argmax), g.size // 8, shape_args)
-            elif g.size:
-                _launch(compiler, render_pool("argmax", kind, out.dtype, wide=wide), (x, argmax), g.size, shape_args)
-            _launch(compiler, render_pool("backward", kind, out.dtype, wide=wide, argmax=True), (argmax, g, out),
-                    out.size, shape_args)
-            return
-        _launch(compiler, render_pool("backward", kind, out.dtype, wide=wide), (x, g, out), out.size, shape_args)
-        return
-    if not windows_cover(out.shape, g.shape, kernel, stride, padding):
-        out.fill(0)
-    if g.size and vectorizable(out.dtype, out.shape[3], x, g, out):
-        _launch(compiler, render_vector_pool("backward_windows", kind, wide), (x, g, out), g.size // 8, shape_args)
-    elif g.size:
-        _launch(compiler, render_pool("backward", kind, out.dtype, windows=True, wide=wide), (x, g, out), g.size,
+    kernels = backward_kernels(kind, out.shape, g.shape, kernel, stride, padding)
+    if kernels == ("backward_windows",):
+        if not windows_cover(out.shape, g.shape, kernel, stride, padding):
+            out.fill(0)
+        if g.size and vectorizable(out.dtype, out.shape[3], x, g, out):
+            _launch(compiler, render_vector_pool("backward_windows", kind, wide), (x, g, out), g.size // 8, shape_args)
+        elif g.size:
+            _launch(compiler, render_pool("backward_windows", kind, out.dtype, wide=wide), (x, g, out), g.size,
+                    shape_args)
+    elif kernels == ("argmax", "backward_indexed"):
+        if g.size and vectorizable(out.dtype, out.shape[3], x, argmax):
+            _launch(compiler, render_vector_pool("argmax", kind, wide), (x, argmax), g.size // 8, shape_args)
+        elif g.size:
+            _launch(compiler, render_pool("argmax", kind, out.dtype, wide=wide), (x, argmax), g.size, shape_args)
+        _launch(compiler, render_pool("backward_indexed", kind, out.dtype, wide=wide), (argmax, g, out), out.size,
                 shape_args)
+    else:
+        _launch(compiler, render_pool("backward", kind, out.dtype, wide=wide), (x, g, out), out.size, shape_args)

@@ -7,17 +7,17 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
 
 from lazytensor.kernels.nvrtc_check import compile_to_ptx  # noqa: E402
-from lazytensor.kernels.pool_cuda import render_pool  # noqa: E402
+from lazytensor.kernels.pool_cuda import KERNELS, render_pool  # noqa: E402
 
-CASES = [("forward", False), ("backward", False), ("backward", True)]
+CASES = [(kernel, kind) for kernel in KERNELS for kind in ("max", "avg")
+         if kind == "max" or kernel not in ("argmax", "backward_indexed")]
 
 
-@pytest.mark.parametrize("direction,windows", CASES)
-@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("kernel,kind", CASES)
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("wide", [False, True])
-def test_pool_kernel_compiles_to_ptx(direction, windows, kind, dtype, wide):
-    source = render_pool(direction, kind, dtype, windows=windows, wide=wide)
+def test_pool_kernel_compiles_to_ptx(kernel, kind, dtype, wide):
+    source = render_pool(kernel, kind, dtype, wide=wide)
     ptx = compile_to_ptx(source.source, name=f"{source.name}.cu", optimize=False)
     assert f".entry {source.name}" in ptx
     assert source.float16 == (dtype == "float16")
@@ -36,62 +36,15 @@ def test_windows_cover(in_shape, out_shape, kernel, stride, padding, cover):
     assert windows_cover(in_shape, out_shape, kernel, stride, padding) == cover
 
 
-@pytest.mark.parametrize("direction,argmax", [("argmax", False), ("backward", True)])
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("wide", [False, True])
-def test_max_pool_argmax_kernels_compile_to_ptx(direction, argmax, dtype, wide):
-    # overlapping windows: each window's argmax as a byte, then the gather that compares bytes
-    source = render_pool(direction, "max", dtype, argmax=argmax, wide=wide)
-    ptx = compile_to_ptx(source.source, name=f"{source.name}.cu", optimize=False)
-    assert f".entry {source.name}" in ptx
-
-
-def test_the_argmax_bytes_serve_overlapping_max_windows_only():
-    from lazytensor.kernels.pool_cuda import argmax_first
-    assert argmax_first("max", (3, 3), (2, 2))                     # ResNet's stem pool
-    assert not argmax_first("max", (2, 2), (2, 2))                 # windows apart: one thread per window
-    assert not argmax_first("avg", (3, 3), (2, 2))
-    assert not argmax_first("max", (17, 17), (1, 1))               # an offset past 255
-
-
-@pytest.mark.parametrize("shape,kernel,stride,padding", [((2, 7, 6, 3), (3, 3), (2, 2), (1, 1)),
-                                                        ((1, 6, 9, 2), (3, 2), (1, 3), (1, 1)),
-                                                        ((1, 5, 5, 2), (2, 3), (1, 2), (0, 1))])
-def test_the_argmax_kernels_index_arithmetic(shape, kernel, stride, padding):
-    # the two kernels' loops and index arithmetic, line for line in NumPy, against the loop oracle,
-    # on -inf windows, ties and NaN: what the GPU tests (test_newops_gpu.py) check on the device
-    import numpy as np
-    from newops_oracles import out_size, pool_backward_reference
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(shape)
-    flat = x.reshape(-1)
-    flat[rng.random(flat.size) < 0.25] = 0.5
-    flat[rng.random(flat.size) < 0.2] = -np.inf
-    flat[rng.random(flat.size) < 0.05] = np.nan
-    N, H, W, C = shape
-    (KH, KW), (SH, SW), (PH, PW) = kernel, stride, padding
-    P, Q = out_size(shape, kernel, stride, padding)
-    g = rng.standard_normal((N, P, Q, C))
-    at = np.zeros((N, P, Q, C), np.uint8)
-    for n, p, q, c in np.ndindex(N, P, Q, C):                      # _ARGMAX
-        h0, w0 = p * SH - PH, q * SW - PW
-        best, where = -np.inf, (max(h0, 0) - h0) * KW + (max(w0, 0) - w0)
-        for r in range(KH):
-            for s in range(KW):
-                h, w = h0 + r, w0 + s
-                if 0 <= h < H and 0 <= w < W and (x[n, h, w, c] > best or np.isnan(x[n, h, w, c])):
-                    best, where = x[n, h, w, c], r * KW + s
-        at[n, p, q, c] = where
-    dx = np.zeros(shape)
-    for n, h, w, c in np.ndindex(N, H, W, C):                      # _BACKWARD with _ARGMAX_TAKE
-        hp, wp = h + PH, w + PW
-        p_lo, p_hi = (0 if hp < KH else (hp - KH) // SH + 1), min(hp // SH, P - 1)
-        q_lo, q_hi = (0 if wp < KW else (wp - KW) // SW + 1), min(wp // SW, Q - 1)
-        for p in range(p_lo, p_hi + 1):
-            for q in range(q_lo, q_hi + 1):
-                if at[n, p, q, c] == (h - (p * SH - PH)) * KW + (w - (q * SW - PW)):
-                    dx[n, h, w, c] += g[n, p, q, c]
-    np.testing.assert_allclose(dx, pool_backward_reference("max", x, g, kernel, stride, padding), rtol=1e-12)
+def test_backward_kernels():
+    from lazytensor.kernels.pool_cuda import backward_kernels
+    shape = (1, 8, 8, 1)
+    assert backward_kernels("max", shape, (1, 4, 4, 1), (2, 2), (2, 2), (0, 0)) == ("backward_windows",)
+    assert backward_kernels("avg", shape, (1, 4, 4, 1), (3, 3), (2, 2), (1, 1)) == ("backward",)
+    assert backward_kernels("max", shape, (1, 4, 4, 1), (3, 3), (2, 2), (1, 1)) == ("argmax", "backward_indexed")
+    assert backward_kernels("max", (1, 40, 40, 1), (1, 2, 2, 1), (16, 16), (15, 15), (0, 0)) == ("backward",)
+    with pytest.raises(ValueError, match="no avg pooling kernel 'argmax'"):
+        render_pool("argmax", "avg", "float32")
 
 
 @pytest.mark.parametrize("direction,kind", [("forward", "max"), ("forward", "avg"), ("argmax", "max"),

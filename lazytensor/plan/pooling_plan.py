@@ -14,12 +14,13 @@ from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized
 
 class PoolStep:
     """out = the pooling (direction "forward") or its input gradient ("backward") of x; g is the output
-    gradient (backward only), x is None for avg pooling's backward on the CPU."""
+    gradient (backward only), x is None for avg pooling's backward on the CPU; argmax: the CUDA max
+    pooling backward's byte per window where its windows overlap (pool_cuda.backward_kernels), else None."""
     __slots__ = ("backend", "direction", "attrs", "x", "g", "out", "argmax")
 
     def __init__(self, backend, direction, attrs, x, g, out, argmax=None):
         self.backend, self.direction, self.attrs, self.x, self.g, self.out = backend, direction, attrs, x, g, out
-        self.argmax = argmax      # CUDA max pooling over overlapping windows: a byte per window, its argmax
+        self.argmax = argmax
 
     def run(self):
         a = self.attrs
@@ -49,27 +50,28 @@ class PoolStep:
         name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
         text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
-        windows = self.direction == "backward" and pool_cuda.windows_apart(a.kernel, a.stride)
+        kernels = (self.direction,)
+        if self.direction == "backward" and self.backend.name == "cuda":
+            kernels = pool_cuda.backward_kernels(a.kind, self.out.shape, self.g.shape, a.kernel, a.stride, a.padding)
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
-        if self.backend.name == "cuda" and self.direction == "backward":
-            if not windows and self.argmax is not None:
-                text += ("; windows overlap: each window's argmax found once (a byte per window), then a gather "
-                         "per input cell over the windows that hold it, comparing those bytes")
-            elif not windows:
-                text += "; windows overlap: a gather per input cell over the windows that hold it"
-            else:
-                text += "; windows do not overlap: one thread per window writes its cells"
-                if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
-                    text += " (cells no window holds zeroed first)"
-        if self.backend.name == "cuda" and (self.direction == "forward" or windows or self.argmax is not None):
+        if kernels == ("backward_windows",):
+            text += "; windows do not overlap: one thread per window writes its cells"
+            if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
+                text += " (cells no window holds zeroed first)"
+        elif kernels == ("argmax", "backward_indexed"):
+            text += ("; windows overlap: two kernels, each window's argmax found once into a byte, then a gather "
+                     "per input cell over the windows that hold it, comparing its place with that byte")
+        elif self.direction == "backward" and self.backend.name == "cuda":
+            text += "; windows overlap: a gather per input cell over the windows that hold it"
+        if self.backend.name == "cuda" and kernels[0] in ("forward", "backward_windows", "argmax"):
             arrays = [b for b in (self.x, self.g, self.out) if b is not None]
             if pool_cuda.vectorizable(self.out.dtype, a.in_shape[3], *arrays):
                 text += "; float16, channels a multiple of 8: a thread per 8 channels of a window, 16-byte loads"
         if source and self.backend.name == "cuda":
-            kernel = pool_cuda.render_pool(self.direction, a.kind, self.out.dtype, windows=windows,
-                                           argmax=self.argmax is not None).kernel
-            text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
+            for kernel in kernels:
+                text += "\n" + "\n".join("    " + line for line in
+                                         pool_cuda.render_pool(kernel, a.kind, self.out.dtype).kernel.splitlines())
         return text
 
 
@@ -115,9 +117,10 @@ def _build_pool_backward(node, backend, cut, out):
     dx = _result(node, backend, out, (x, g))
     a = node.attrs
     argmax = None
-    if backend.name == "cuda" and pool_cuda.argmax_first(a.kind, a.kernel, a.stride):
-        argmax = backend.empty(tuple(g.shape), np.dtype(np.uint8))
-    steps.append(PoolStep(backend, "backward", a, x, g, dx, argmax))
+    if backend.name == "cuda" and "argmax" in pool_cuda.backward_kernels(a.kind, dx.shape, g.shape, a.kernel,
+                                                                         a.stride, a.padding):
+        argmax = backend.empty(tuple(g.shape), np.uint8)
+    steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx, argmax))
     return _finish(steps, backend, node, dx, out)
 
 
