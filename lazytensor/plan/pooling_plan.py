@@ -64,14 +64,13 @@ class PoolStep:
                      "per input cell over the windows that hold it, comparing its place with that byte")
         elif self.direction == "backward" and self.backend.name == "cuda":
             text += "; windows overlap: a gather per input cell over the windows that hold it"
-        if self.backend.name == "cuda" and kernels[0] in ("forward", "backward_windows", "argmax"):
-            arrays = [b for b in (self.x, self.g, self.out) if b is not None]
-            if pool_cuda.vectorizable(self.out.dtype, a.in_shape[3], *arrays):
-                text += "; float16, channels a multiple of 8: a thread per 8 channels of a window, 16-byte loads"
+        if self.backend.name == "cuda":
+            vec = pool_cuda.vector_width(self.out.dtype, self.out.shape[3])
+            text += f"; {vec} channels per thread" if vec > 1 else "; one channel per thread"
         if source and self.backend.name == "cuda":
             for kernel in kernels:
-                text += "\n" + "\n".join("    " + line for line in
-                                         pool_cuda.render_pool(kernel, a.kind, self.out.dtype).kernel.splitlines())
+                kernel = pool_cuda.render_pool(kernel, a.kind, self.out.dtype, vec=vec).kernel
+                text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
         return text
 
 
