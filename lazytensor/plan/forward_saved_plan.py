@@ -58,8 +58,7 @@ def _relu_mask(relu, backend, cut, side):
         step = steps[-1]
     mask = backend.empty(((step.out.size + 7) // 8,), _U8)
     step.program = with_relu_mask(step.program)
-    step.mask = mask
-    step.bound = None               # (bound before its first run only; cleared for clarity)
+    step.mask = mask                # (planned, not run yet: its launch is bound on its first run)
     step.note = "; ".join(filter(None, [step.note, "BN apply + ReLU + the 1-bit ReLU mask the backward of this "
                                                   "plan reads"]))
     result = _tensor.Tensor(mask, relu.device)
