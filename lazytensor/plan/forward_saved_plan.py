@@ -47,7 +47,7 @@ def _relu_mask(relu, backend, cut, side):
         return [], found["relu_mask"]
     steps: list = []
     value = cut(relu)
-    step = _writer(cut, value)
+    step = evaluating_step(cut, value)     # (a Tensor where the cutter evaluated the relu once: its writer)
     if step is None and not isinstance(value, _tensor.Tensor):
         materialized(value, backend, steps, cut)    # not evaluated yet: here, with its mask; later readers read it
         step = evaluating_step(cut, value)
@@ -64,17 +64,6 @@ def _relu_mask(relu, backend, cut, side):
     result = _tensor.Tensor(mask, relu.device)
     side[id(relu)] = {"relu_mask": result}
     return steps, result
-
-
-def _writer(cut, value):
-    """The step of this plan that evaluated `value` (the cut relu: an expression, or the Tensor a step
-    evaluated it into when the cutter evaluates it once, lazytensor.plan.shared_values), or None."""
-    if not isinstance(value, _tensor.Tensor):
-        return evaluating_step(cut, value)
-    for kept in getattr(cut, "evaluated", {}).values():
-        if kept[1].data is value.data:
-            return kept[2]
-    return None
 
 
 def _can_take_mask(step) -> bool:
