@@ -19,11 +19,14 @@ import functools
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
+from lazytensor.plan import recipes
+from lazytensor.plan.bounded import make_room
 from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.cbr_plan import _contiguous
 from lazytensor.plan.conv_backward_plan import backward_path, backward_step
 from lazytensor.plan.planner import cutter
 from lazytensor.plan.replay import first_refusal
+from lazytensor.plan.several_recipes import walk
 from lazytensor.plan.steps import run_steps
 
 
@@ -146,12 +149,65 @@ def _side_stream(device_id: int):
         return cupy.cuda.Stream(non_blocking=True)
 
 
+class ConvGradsResults:
+    """One conv_grads call's results, dx and dw (Tensors): the result holder its recipe fills with
+    each call's arrays, and through which a CUDA graph replay hands its own out again, once the
+    caller no longer holds the previous ones (lazytensor.plan.replay)."""
+
+    def __init__(self, dx=None, dw=None):
+        self.dx, self.dw = dx, dw
+
+
+plans_made = [0]    # conv_grads plans made, counted for tests (a recipe hit makes none)
+
+
+def _make(d_conv, x, w, attrs, dx_in_x, results):
+    plans_made[0] += 1
+    steps, dx, dw = plan_conv_grads(d_conv, x, w, attrs, dx_in_x)
+    results.dx, results.dw = _tensor.Tensor(dx, x.device), _tensor.Tensor(dw, x.device)
+    return steps
+
+
+def _signature(d_conv, x, w, attrs, dx_in_x):
+    """-> (key, arrays, holders, addresses) of a conv_grads call: the structure of d_conv, x and w in
+    one numbering (as several results' recipes key theirs), the conv's attributes and dx_in_x."""
+    parts, roots, arrays, holders, addresses = walk((d_conv, x, w), {})
+    return ("conv_grads", parts, roots, attrs, dx_in_x), arrays, holders, addresses
+
+
+def planned_conv_grads(d_conv, x, w, attrs, dx_in_x, results) -> list:
+    """The steps of conv_grads, which fill `results`: planned once per structure and kept as a recipe
+    (lazytensor.plan.recipes), rebound on later calls without planning; on CUDA a call over the
+    same arrays as an earlier one launches them as one captured graph (lazytensor.plan.replay)."""
+    key, arrays, holders, addresses = _signature(d_conv, x, w, attrs, dx_in_x)
+    holders.append(results)
+    try:
+        recipe = recipes._recipes.get(key) if arrays else recipes.PLAN_EACH_TIME
+    except TypeError:                   # an attribute that cannot be hashed: plan every time
+        return _make(d_conv, x, w, attrs, dx_in_x, results)
+    if recipe is not None and recipe is not recipes.PLAN_EACH_TIME:
+        # (conv_grads has no destination: the Recipe's `out` is its first array, which rebinds to itself)
+        return recipe.instantiate(arrays, arrays[0], holders, addresses)
+    steps = _make(d_conv, x, w, attrs, dx_in_x, results)
+    if recipe is None:
+        try:
+            from lazytensor.kernels.backend import backend_for
+            recipe = recipes.Recipe(steps, arrays, arrays[0], holders, backend_for(x.device))
+        except recipes._NotRebindable:
+            recipe = recipes.PLAN_EACH_TIME
+        make_room(recipes._recipes, recipes._MAX_RECIPES, recipes._release)
+        recipes._recipes[key] = recipe
+    return steps
+
+
 def conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
     """(dX, dW) as Tensors: the backward convolutions of d_conv = the gradient of conv2d(x, w)'s output
     (attrs: that conv's ConvAttrs), wgrad before dgrad. dx_in_x=True writes dX into x's own memory,
-    which then holds dX (use it when x is dead after the backward: one activation less)."""
+    which then holds dX (use it when x is dead after the backward: one activation less).
+    Planned once per structure, then rebound (and on CUDA replayed as one graph): see planned_conv_grads."""
     if isinstance(x, Expr) and dx_in_x:
         raise TypeError("dx_in_x=True writes dX into x's memory: x must be an evaluated Tensor, not an expression")
-    steps, dx, dw = plan_conv_grads(d_conv, x, w, attrs, dx_in_x)
-    run_steps(steps, [dx, dw])
-    return _tensor.Tensor(dx, x.device), _tensor.Tensor(dw, x.device)
+    results = ConvGradsResults()
+    steps = planned_conv_grads(d_conv, x, w, attrs, dx_in_x, results)
+    run_steps(steps, [x.data] if dx_in_x else None)
+    return results.dx, results.dw
