@@ -218,3 +218,15 @@ def test_two_streams_order_dgrad_after_wgrad_by_an_event_when_dx_takes_x(monkeyp
     assert waits[-1] == len(log) - 1                    # joined back: whatever follows sees dW
     text = pair.describe(False)
     assert ("after wgrad's event" in text) == dx_in_x
+
+
+def test_explain_shows_the_steps_and_the_recipe():
+    rng = np.random.default_rng(6)
+    x, w, attrs, d_conv = _case(rng, 2, 6, 3, 4, 3, 1, 1)
+    call = lt.ConvGradsCall(d_conv, x, w, attrs)
+    text = str(lt.explain(call, source=False))
+    assert "wgrad: dw = conv2d_backward_filter" in text and "dgrad: dx = conv2d_backward_data" in text
+    assert "WgradThenDgrad on cpu: one after the other" in text
+    assert "recipe: kept after the first call" in text and "CUDA graph replay" not in text
+    dx, dw = call()
+    np.testing.assert_array_equal(dw.numpy(), _afresh(d_conv, x, w, attrs)[1])

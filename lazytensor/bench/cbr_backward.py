@@ -22,6 +22,8 @@ against its peers and its floor, in the same run as the forward rows (lazytensor
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 import lazytensor as lt
@@ -128,8 +130,8 @@ def _call_notes(table, label, b):
     case.fused(True)        # explain filled the holder with arrays it planned: the forward's results again
     d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
     table.notes.append(f"{label} fwd+bwd, stage 1: {_replay_line(d_conv, b.d_conv)}")
-    table.notes.append(f"{label} fwd+bwd, lt.conv_grads: planned and launched step by step from Python on every call "
-                       "(it has no plan recipe and no graph replay)")
+    for line in _conv_grads_lines(b):
+        table.notes.append(f"{label} fwd+bwd, lt.conv_grads: {line}")
     parts = {"forward": lambda: case.fused(True), "stage 1": b.stage1,
              "conv_grads": lambda: lt.conv_grads(b.d_conv, case.x, case.w, b.attrs), "whole fwd+bwd": b.fwd_bwd}
     times = []
@@ -145,6 +147,17 @@ def _call_notes(table, label, b):
             sync()
         times.append(f"{name} {sorted(rounds)[2] * 1e6:.0f} us")
     table.notes.append(f"{label} fwd+bwd, host time per call (no synchronization inside the loop): " + ", ".join(times))
+
+
+def _conv_grads_lines(b):
+    """What lt.explain says of the fwd+bwd call's lt.conv_grads: one stream or two and why, each cuDNN
+    graph's plan and its source (the experience table's winner, timed, or cuDNN's heuristic), and its
+    recipe and graph replay."""
+    case = b.case
+    text = str(lt.explain(lt.ConvGradsCall(b.d_conv, case.x, case.w, b.attrs)))
+    keep = ("WgradThenDgrad", "note: measured", "note: LAZYTENSOR", "ConvBackward", "plan:", "recipe:", "CUDA graph replay")
+    lines = [re.sub(r"^\[\d+\] ", "", line.strip()) for line in text.splitlines()]
+    return [line for line in lines if line.startswith(keep)]
 
 
 def _stage_kernel_rows(table, label, b, time_fn, bw, guarded, reps: int = 20):

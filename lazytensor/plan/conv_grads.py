@@ -20,6 +20,7 @@ import functools
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
 from lazytensor.plan import recipes
+from lazytensor.plan import replay as graph_replay
 from lazytensor.plan.bounded import make_room
 from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.cbr_plan import _contiguous
@@ -83,7 +84,8 @@ class WgradThenDgrad:
 
 def _key(x, w, attrs) -> str:
     from lazytensor.plan.cbr_stage1 import _device_name
-    return f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}"
+    # ("graphs": timed as captured graphs; choices timed as launches from Python are not read again)
+    return f"{_device_name(x.data.device.id)}|{x.shape}|{w.shape}|{attrs.stride}|{attrs.padding}|{attrs.dilation}|graphs"
 
 
 def _valid(value) -> bool:
@@ -94,22 +96,42 @@ _CHOICES = MeasuredChoices("cbr_conv_grads.json", _valid, (False, "LAZYTENSOR_CB
 _DISK = _CHOICES.disk
 
 
+def _backend(x):
+    from lazytensor.kernels.backend import backend_for
+    return backend_for(x.device)
+
+
 def _choose_streams(step, x, w, attrs):
     """(use two streams, a note with the times): measured once per shape on CUDA."""
     return _CHOICES.choose(_key(x, w, attrs), lambda: _measure_streams(step))
 
 
 def _measure_streams(step):
+    """Each way timed as what a repeated call launches: its steps captured as one CUDA graph (the
+    recipe's replay), so that the overlap shows and the host's launch cost does not (a small shape's
+    launches from Python take longer than its GPU work, which would hide the difference); where
+    capture fails, launched from Python."""
     import cupy
     from lazytensor.kernels.cuda_timing import burst_ms
-    step.wgrad.run()                                  # builds the graphs before anything is timed
+    step.wgrad.run()                                  # builds the graphs before anything is timed or captured
     step.dgrad.run()
-    one = burst_ms(functools.partial(WgradThenDgrad.run, step), bursts=3, burst=5, warmup=1)
+    how = "as captured graphs"
+
+    def timed():
+        nonlocal how
+        run = functools.partial(WgradThenDgrad.run, step)
+        try:
+            run = step.backend.capture(run).launch
+        except Exception:  # noqa: BLE001 - timed as launched from Python instead
+            how = "launched from Python (capture failed)"
+        return burst_ms(run, bursts=5, burst=10, warmup=2)
+
+    one = timed()
     step.side = cupy.cuda.Stream(non_blocking=True)
     step.events = (cupy.cuda.Event(disable_timing=True), cupy.cuda.Event(disable_timing=True))
-    two = burst_ms(functools.partial(WgradThenDgrad.run, step), bursts=3, burst=5, warmup=1)
+    two = timed()
     step.side = step.events = None
-    return two < one, f"measured: one stream {one:.3f} ms, two streams {two:.3f} ms", True
+    return two < one, f"measured {how}: one stream {one:.3f} ms, two streams {two:.3f} ms", True
 
 
 def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
@@ -117,8 +139,7 @@ def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
     Tensor of the conv's output shape). dx_in_x: dX takes x's memory (x must be a dense Tensor)."""
     if not isinstance(x, _tensor.Tensor) and dx_in_x:
         raise TypeError(f"dx_in_x=True writes dX into x's memory: x must be a Tensor, got {type(x).__name__}")
-    from lazytensor.kernels.backend import backend_for
-    backend = backend_for(x.device)
+    backend = _backend(x)
     steps: list = []
     cut = cutter(steps, backend)
     xs, ws, dy = (_contiguous(cut(v), backend, steps) for v in (x, w, d_conv))
@@ -191,13 +212,62 @@ def planned_conv_grads(d_conv, x, w, attrs, dx_in_x, results) -> list:
     steps = _make(d_conv, x, w, attrs, dx_in_x, results)
     if recipe is None:
         try:
-            from lazytensor.kernels.backend import backend_for
-            recipe = recipes.Recipe(steps, arrays, arrays[0], holders, backend_for(x.device))
+            recipe = recipes.Recipe(steps, arrays, arrays[0], holders, _backend(x))
         except recipes._NotRebindable:
             recipe = recipes.PLAN_EACH_TIME
         make_room(recipes._recipes, recipes._MAX_RECIPES, recipes._release)
         recipes._recipes[key] = recipe
     return steps
+
+
+class ConvGradsCall:
+    """One lt.conv_grads call, made an object so that lt.explain can show it:
+    `lt.explain(lt.ConvGradsCall(d_conv, x, w, attrs))` prints the steps a call plans (the order of
+    wgrad and dgrad, one or two streams and why, each cuDNN graph's plan and where it came from: the
+    experience table, timing or cuDNN's heuristic) and whether later calls rebind them or replay
+    them as a CUDA graph; calling it runs lt.conv_grads."""
+
+    def __init__(self, d_conv, x, w, attrs, dx_in_x: bool = False):
+        self.args = (d_conv, x, w, attrs, dx_in_x)
+
+    def __call__(self):
+        return conv_grads(*self.args)
+
+    def explanation(self, source: bool = True):
+        """(text, steps, notes), as lt.explain shows an object that plans itself."""
+        d_conv, x, w, attrs, dx_in_x = self.args
+        steps, dx, dw = plan_conv_grads(*self.args)
+        lines = [f"conv_grads: dX {tuple(dx.shape)} {dx.dtype} and dW {tuple(dw.shape)} {dw.dtype} of conv2d(x "
+                 f"{tuple(x.shape)}, w {tuple(w.shape)}), stride {attrs.stride}, padding {attrs.padding}, dilation "
+                 f"{attrs.dilation}" + ("; dX in x's memory" if dx_in_x else ""),
+                 f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}"]
+        lines += [f"[{i}] " + step.describe(source) for i, step in enumerate(steps, 1)]
+        note = _recipe_note(_signature(*self.args)[0], steps, hasattr(_backend(x), "capture"))
+        return "\n".join(lines + [note]), steps, [note]
+
+
+def _recipe_note(key, steps, graphs: bool) -> str:
+    """What explain says about a conv_grads call's recipe and its CUDA graph replay."""
+    try:
+        recipe = recipes._recipes.get(key)
+    except TypeError:
+        recipe = recipes.PLAN_EACH_TIME
+    if recipe is recipes.PLAN_EACH_TIME:
+        return "recipe: none; these steps are planned on every call (a step holds a view of an input)"
+    text = ("recipe: kept after the first call; later calls with the same structure rebind these steps to their "
+            "arrays without planning")
+    replays = getattr(recipe, "replays", None)
+    if not graphs:
+        return text
+    reason = (replays.refusal if replays is not None else None) or first_refusal(steps)
+    if not graph_replay.ENABLED:
+        reason = "off (LAZYTENSOR_CUDA_GRAPHS=0)"
+    if reason is not None:
+        return text + f"\nCUDA graph replay: not used: {reason}"
+    return text + ("\nCUDA graph replay: the third call over the same tensors captures these steps (both streams "
+                   "with their fork and join) into one CUDA graph, launched alone by later calls; its results are "
+                   "handed out again once the caller no longer holds the previous ones"
+                   + (f" ({replays.describe()})" if replays is not None else ""))
 
 
 def conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
