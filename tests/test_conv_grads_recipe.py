@@ -263,7 +263,7 @@ def test_a_replayed_forward_and_backward_never_hand_out_stale_results(cpu_graphs
     # the forward's graph and conv_grads' (stage 1 within it) were captured and launched (a stand-in
     # graph holds the steps it re-runs, and so the forward's results it reads: later forwards then run
     # step by step, which a CUDA graph, holding no arrays, does not cause)
-    assert len(cpu_graphs) == 2 and sum(g.launches for g in cpu_graphs) >= 3, [g.launches for g in cpu_graphs]
+    assert len(cpu_graphs) >= 2 and sum(g.launches for g in cpu_graphs) >= 3, [g.launches for g in cpu_graphs]
     for a, b in zip(results, results[2:]):                  # the same forward, the same gradients
         for u, v in zip(a, b):
             np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5)
