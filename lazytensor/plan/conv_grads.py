@@ -264,8 +264,8 @@ def _recipe_note(key, steps, graphs: bool) -> str:
         reason = "off (LAZYTENSOR_CUDA_GRAPHS=0)"
     if reason is not None:
         return text + f"\nCUDA graph replay: not used: {reason}"
-    return text + ("\nCUDA graph replay: the third call over the same tensors captures these steps (both streams "
-                   "with their fork and join) into one CUDA graph, launched alone by later calls; its results are "
+    return text + ("\nCUDA graph replay: the third call over the same tensors captures these steps (with the "
+                   "streams' fork and join where there are two) into one CUDA graph, launched alone by later calls; its results are "
                    "handed out again once the caller no longer holds the previous ones"
                    + (f" ({replays.describe()})" if replays is not None else ""))
 
