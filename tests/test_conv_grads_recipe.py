@@ -276,3 +276,18 @@ def test_a_replayed_forward_and_backward_never_hand_out_stale_results(cpu_graphs
     saved.release()
     with pytest.raises(ValueError, match="released"):
         lt.cbr_bn_backward(dy, saved, gamma)
+
+
+def test_the_first_layer_plans_wgrad_alone():
+    rng = np.random.default_rng(9)
+    x, w, attrs, d_conv = _case(rng, 2, 6, 3, 4, 3, 1, 1)
+    _, want_dw = _afresh(d_conv, x, w, attrs)
+    for call in range(2):
+        before = cg.plans_made[0]
+        dx, dw = lt.conv_grads(d_conv * 1.0, x, w, attrs, first_layer=True)
+        assert cg.plans_made[0] - before == (1 - call) and dx is None
+        np.testing.assert_array_equal(dw.numpy(), want_dw)
+    text = str(lt.explain(lt.ConvGradsCall(d_conv, x, w, attrs, first_layer=True), source=False))
+    assert "no dX (first layer)" in text and "no dgrad is planned" in text and "dgrad: dx" not in text
+    with pytest.raises(ValueError, match="no dgrad"):
+        lt.conv_grads(d_conv, x, w, attrs, dx_in_x=True, first_layer=True)

@@ -24,7 +24,7 @@ from lazytensor.plan import replay as graph_replay
 from lazytensor.plan.bounded import make_room
 from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.cbr_plan import _contiguous
-from lazytensor.plan.conv_backward_plan import backward_path, backward_step
+from lazytensor.plan.conv_backward_plan import FIRST_LAYER_NOTE, backward_path, backward_step
 from lazytensor.plan.planner import cutter
 from lazytensor.plan.replay import first_refusal
 from lazytensor.plan.several_recipes import walk
@@ -134,9 +134,13 @@ def _measure_streams(step):
     return two < one, f"measured {how}: one stream {one:.3f} ms, two streams {two:.3f} ms", True
 
 
-def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
+def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False, first_layer: bool = False):
     """-> (steps, dx array, dw array) for the two backward convolutions of d_conv (an expression or
-    Tensor of the conv's output shape). dx_in_x: dX takes x's memory (x must be a dense Tensor)."""
+    Tensor of the conv's output shape). dx_in_x: dX takes x's memory (x must be a dense Tensor).
+    first_layer: x is training data: wgrad alone, no dgrad planned (dx is None)."""
+    if dx_in_x and first_layer:
+        raise ValueError("first_layer=True plans no dgrad, so there is no dX to write into x's memory; "
+                         "pass dx_in_x=False")
     if not isinstance(x, _tensor.Tensor) and dx_in_x:
         raise TypeError(f"dx_in_x=True writes dX into x's memory: x must be a Tensor, got {type(x).__name__}")
     backend = _backend(x)
@@ -150,9 +154,13 @@ def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
         raise ValueError(f"dx_in_x=True: dX has d_conv's dtype {dy.dtype.name}, which x's memory ({xs.dtype.name}) "
                          "cannot hold; pass d_conv in x's dtype")
     x_shape, w_shape = tuple(xs.shape), tuple(ws.shape)
-    dx = xs.data if dx_in_x else backend.empty(x_shape, dy.dtype)
     dw = backend.empty(w_shape, xs.dtype)
     path, note = backward_path(backend, x_shape, w_shape, dy.dtype)
+    if first_layer:
+        note = "; ".join(n for n in (note, FIRST_LAYER_NOTE) if n)
+        steps.append(backward_step(backend, "wgrad", xs.data, dy.data, x_shape, w_shape, attrs, dw, path, note))
+        return steps + cut.deferred, None, dw
+    dx = xs.data if dx_in_x else backend.empty(x_shape, dy.dtype)
     wgrad = backward_step(backend, "wgrad", xs.data, dy.data, x_shape, w_shape, attrs, dw, path, note)
     dgrad = backward_step(backend, "dgrad", dy.data, ws.data, x_shape, w_shape, attrs, dx, path, note)
     pair = WgradThenDgrad(backend, wgrad, dgrad, dx_in_x)
@@ -182,37 +190,40 @@ class ConvGradsResults:
 plans_made = [0]    # conv_grads plans made, counted for tests (a recipe hit makes none)
 
 
-def _make(d_conv, x, w, attrs, dx_in_x, results):
+def _make(args, results):
     plans_made[0] += 1
-    steps, dx, dw = plan_conv_grads(d_conv, x, w, attrs, dx_in_x)
-    results.dx, results.dw = _tensor.Tensor(dx, x.device), _tensor.Tensor(dw, x.device)
+    steps, dx, dw = plan_conv_grads(*args)
+    device = args[1].device
+    results.dx = None if dx is None else _tensor.Tensor(dx, device)
+    results.dw = _tensor.Tensor(dw, device)
     return steps
 
 
-def _signature(d_conv, x, w, attrs, dx_in_x):
+def _signature(d_conv, x, w, attrs, *flags):
     """-> (key, arrays, holders, addresses) of a conv_grads call: the structure of d_conv, x and w in
-    one numbering (as several results' recipes key theirs), the conv's attributes and dx_in_x."""
+    one numbering (as several results' recipes key theirs), the conv's attributes, dx_in_x and
+    first_layer."""
     parts, roots, arrays, holders, addresses = walk((d_conv, x, w), {})
-    return ("conv_grads", parts, roots, attrs, dx_in_x), arrays, holders, addresses
+    return ("conv_grads", parts, roots, attrs, *flags), arrays, holders, addresses
 
 
-def planned_conv_grads(d_conv, x, w, attrs, dx_in_x, results) -> list:
-    """The steps of conv_grads, which fill `results`: planned once per structure and kept as a recipe
-    (lazytensor.plan.recipes), rebound on later calls without planning; on CUDA a call over the
-    same arrays as an earlier one launches them as one captured graph (lazytensor.plan.replay)."""
-    key, arrays, holders, addresses = _signature(d_conv, x, w, attrs, dx_in_x)
+def planned_conv_grads(args, results) -> list:
+    """The steps of conv_grads(*args), which fill `results`: planned once per structure and kept as a
+    recipe (lazytensor.plan.recipes), rebound on later calls without planning; on CUDA a call over
+    the same arrays as an earlier one launches them as one captured graph (lazytensor.plan.replay)."""
+    key, arrays, holders, addresses = _signature(*args)
     holders.append(results)
     try:
         recipe = recipes._recipes.get(key) if arrays else recipes.PLAN_EACH_TIME
     except TypeError:                   # an attribute that cannot be hashed: plan every time
-        return _make(d_conv, x, w, attrs, dx_in_x, results)
+        return _make(args, results)
     if recipe is not None and recipe is not recipes.PLAN_EACH_TIME:
         # (conv_grads has no destination: the Recipe's `out` is its first array, which rebinds to itself)
         return recipe.instantiate(arrays, arrays[0], holders, addresses)
-    steps = _make(d_conv, x, w, attrs, dx_in_x, results)
+    steps = _make(args, results)
     if recipe is None:
         try:
-            recipe = recipes.Recipe(steps, arrays, arrays[0], holders, _backend(x))
+            recipe = recipes.Recipe(steps, arrays, arrays[0], holders, _backend(args[1]))
         except recipes._NotRebindable:
             recipe = recipes.PLAN_EACH_TIME
         make_room(recipes._recipes, recipes._MAX_RECIPES, recipes._release)
@@ -227,19 +238,20 @@ class ConvGradsCall:
     experience table, timing or cuDNN's heuristic) and whether later calls rebind them or replay
     them as a CUDA graph; calling it runs lt.conv_grads."""
 
-    def __init__(self, d_conv, x, w, attrs, dx_in_x: bool = False):
-        self.args = (d_conv, x, w, attrs, dx_in_x)
+    def __init__(self, d_conv, x, w, attrs, dx_in_x: bool = False, first_layer: bool = False):
+        self.args = (d_conv, x, w, attrs, dx_in_x, first_layer)
 
     def __call__(self):
         return conv_grads(*self.args)
 
     def explanation(self, source: bool = True):
         """(text, steps, notes), as lt.explain shows an object that plans itself."""
-        d_conv, x, w, attrs, dx_in_x = self.args
+        d_conv, x, w, attrs, dx_in_x, first_layer = self.args
         steps, dx, dw = plan_conv_grads(*self.args)
-        lines = [f"conv_grads: dX {tuple(dx.shape)} {dx.dtype} and dW {tuple(dw.shape)} {dw.dtype} of conv2d(x "
-                 f"{tuple(x.shape)}, w {tuple(w.shape)}), stride {attrs.stride}, padding {attrs.padding}, dilation "
-                 f"{attrs.dilation}" + ("; dX in x's memory" if dx_in_x else ""),
+        what = "no dX (first layer)" if dx is None else f"dX {tuple(dx.shape)} {dx.dtype}"
+        lines = [f"conv_grads: {what} and dW {tuple(dw.shape)} {dw.dtype} of conv2d(x {tuple(x.shape)}, w "
+                 f"{tuple(w.shape)}), stride {attrs.stride}, padding {attrs.padding}, dilation {attrs.dilation}"
+                 + ("; dX in x's memory" if dx_in_x else ""),
                  f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}"]
         lines += [f"[{i}] " + step.describe(source) for i, step in enumerate(steps, 1)]
         note = _recipe_note(_signature(*self.args)[0], steps, hasattr(_backend(x), "capture"))
@@ -270,14 +282,16 @@ def _recipe_note(key, steps, graphs: bool) -> str:
                    + (f" ({replays.describe()})" if replays is not None else ""))
 
 
-def conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
+def conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False, first_layer: bool = False):
     """(dX, dW) as Tensors: the backward convolutions of d_conv = the gradient of conv2d(x, w)'s output
     (attrs: that conv's ConvAttrs), wgrad before dgrad. dx_in_x=True writes dX into x's own memory,
     which then holds dX (use it when x is dead after the backward: one activation less).
+    first_layer=True: x is training data, so no dgrad is planned: (None, dW).
+    d_conv may be an expression (the CBR backward's stage 1): it is planned with the convolutions.
     Planned once per structure, then rebound (and on CUDA replayed as one graph): see planned_conv_grads."""
     if isinstance(x, Expr) and dx_in_x:
         raise TypeError("dx_in_x=True writes dX into x's memory: x must be an evaluated Tensor, not an expression")
     results = ConvGradsResults()
-    steps = planned_conv_grads(d_conv, x, w, attrs, dx_in_x, results)
+    steps = planned_conv_grads((d_conv, x, w, attrs, bool(dx_in_x), bool(first_layer)), results)
     run_steps(steps, [x.data] if dx_in_x else None)
     return results.dx, results.dw
