@@ -114,3 +114,35 @@ def test_the_write_hazard_on_two_streams(wait):
         np.testing.assert_array_equal(dw.get(), want_dw)
     else:       # dgrad overwrote X before wgrad read it: the ordering is what keeps dW right
         assert not np.array_equal(dw.get(), want_dw)
+
+
+@pytest.mark.parametrize("first_layer", [False, True])
+def test_stage_one_within_conv_grads_is_one_graph(first_layer):
+    # the CBR backward as one call: stage 1's expression planned with wgrad (and dgrad), replayed as one
+    # graph, each call reading the forward it follows; the same bits as stage 1 and conv_grads apart
+    rng = np.random.default_rng(11)
+    n, h, c, k = 8, 14, 64, 64
+    xs = [lt.asarray(rng.standard_normal((n, h, h, c)).astype(np.float16), device="cuda") for _ in range(2)]
+    x = lt.empty((n, h, h, c), np.float16, device="cuda")
+    w = lt.asarray((rng.standard_normal((k, 3, 3, c)) * 0.1).astype(np.float16), device="cuda")
+    gamma, beta = (lt.asarray(rng.uniform(0.5, 1.5, k).astype(np.float32), device="cuda") for _ in range(2))
+    running = lt.zeros((k,), np.float32, device="cuda"), lt.ones((k,), np.float32, device="cuda")
+    saved = lt.BatchNormSaved()
+    out = lt.empty((n, h, h, k), np.float16, device="cuda")
+    dy = lt.asarray(rng.standard_normal(out.shape).astype(np.float16), device="cuda")
+    attrs = lt.conv2d(x, w, padding=1).attrs
+    d_conv_t = lt.empty(out.shape, np.float16, device="cuda")
+    for call in range(6):
+        x[...] = xs[call % 2]
+        out[...] = lt.relu(lt.batch_norm(lt.conv2d(x, w, padding=1), gamma, beta, *running, saved=saved))
+        d_conv_t[...] = lt.cbr_bn_backward(dy, saved, gamma)[0]
+        want = _afresh(d_conv_t, x, w, attrs)
+        with lt.profile() as p:
+            dx, dw = lt.conv_grads(lt.cbr_bn_backward(dy, saved, gamma)[0], x, w, attrs, first_layer=first_layer)
+        if call >= 3:
+            assert [r.kind for r in p.kernels] == ["graph"], [r.kind for r in p.kernels]
+        assert (dx is None) == first_layer
+        if not first_layer:
+            np.testing.assert_array_equal(dx.numpy(), want[0])
+        np.testing.assert_array_equal(dw.numpy(), want[1])
+        del dx, dw
