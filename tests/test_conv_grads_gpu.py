@@ -139,7 +139,7 @@ def test_stage_one_within_conv_grads_is_one_graph(first_layer):
         want = _afresh(d_conv_t, x, w, attrs)
         with lt.profile() as p:
             dx, dw = lt.conv_grads(lt.cbr_bn_backward(dy, saved, gamma)[0], x, w, attrs, first_layer=first_layer)
-        if call >= 3:
+        if call >= 4:                       # the forward replays from call 3, then conv_grads captures its own
             assert [r.kind for r in p.kernels] == ["graph"], [r.kind for r in p.kernels]
         assert (dx is None) == first_layer
         if not first_layer:
