@@ -73,7 +73,7 @@ def _build_materialize(node, backend, cut, out):
     tmp = backend.empty(x.shape, x.dtype)
     steps = plan(x, tmp, backend)
     steps[-1].note = f"materialized into a temporary for a view: {why}"
-    _keepevaluated_tensor(cut, x, tmp)
+    keep_evaluated(cut, x, tmp, steps[-1])
     return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
 
 
@@ -86,8 +86,9 @@ def materialized(node, backend, steps, cut=None) -> "_tensor.Tensor":
     if isinstance(kept, _tensor.Tensor):
         return kept
     tmp = backend.empty(tuple(node.shape), node.dtype)
-    steps.extend(plan(node, tmp, backend))
-    _keepevaluated_tensor(cut, node, tmp)
+    new_steps = plan(node, tmp, backend)
+    steps.extend(new_steps)
+    keep_evaluated(cut, node, tmp, new_steps[-1])
     return _tensor.Tensor(tmp, node.device)
 
 
@@ -99,10 +100,16 @@ def evaluated_tensor(cut, node):
     return None if kept is None else kept[1]
 
 
-def _keepevaluated_tensor(cut, node, array) -> None:
+def evaluating_step(cut, node):
+    """The step that evaluated `node` into its temporary in this plan (see evaluated_tensor), or None."""
+    kept = getattr(cut, "evaluated", {}).get(id(node))
+    return None if kept is None else kept[2]
+
+
+def keep_evaluated(cut, node, array, step) -> None:
     evaluated = getattr(cut, "evaluated", None)
     if evaluated is not None:       # the node is kept too: its id stays its own
-        evaluated[id(node)] = (node, _tensor.Tensor(array, node.device))
+        evaluated[id(node)] = (node, _tensor.Tensor(array, node.device), step)
 
 
 HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
@@ -129,7 +136,11 @@ class _Cut:
         self.steps, self.backend = steps, backend
         self.memo: dict = {}
         self.deferred: list = []
-        self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into)
+        self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into, that step)
+        # id(heavy node) -> {name: Tensor}: what a node's steps write beside its value (a training
+        # batch_norm's saved statistics, a relu's 1-bit mask), read by the nodes that stand for them
+        # (lazytensor.plan.forward_saved_plan)
+        self.side: dict = {}
         # id(node) -> why it is evaluated once, or None for the nodes above such a value
         self.once = shared_wide_values(roots, HEAVY) if roots else {}
 
@@ -152,9 +163,13 @@ class _Cut:
             why = self.once.get(id(node))
             if why is not None:
                 first = len(self.steps)
-                out = materialized(out, self.backend, self.steps, self)
+                value = out
+                out = materialized(value, self.backend, self.steps, self)
                 for step in self.steps[first:]:
                     step.note = why
+                # The temporary is what later builders see of this node: it keeps its writer (a relu's
+                # writer takes the 1-bit mask a fused backward reads, lazytensor.plan.forward_saved_plan).
+                self.evaluated[id(out)] = (out, out, evaluating_step(self, value))
         memo[id(node)] = out
         return out
 
