@@ -9,9 +9,14 @@ has read it. WgradThenDgrad makes that order explicit:
     forked from the current one by an event, dgrad on the current stream, joined back by a second
     event: never a host sync, so a CUDA graph capture takes the fork and join like any launch),
     dgrad waits on wgrad's event when it overwrites X, and runs alongside wgrad otherwise.
-Two streams are used where that measured faster for the shape (timed once, kept in memory and in
-the disk cache like the forward's stage-1 choice; LAZYTENSOR_CBR_TUNE=0 keeps one stream), never
-when dX takes X's memory (dgrad would wait for wgrad anyway).
+Two streams are used where that measured faster for the shape (both timed once as captured graphs,
+as repeated calls run them; kept in memory and in the disk cache like the forward's stage-1 choice;
+LAZYTENSOR_CBR_TUNE=0 keeps one stream), never when dX takes X's memory (dgrad would wait for wgrad
+anyway). The first layer (first_layer=True: x is training data) plans wgrad alone.
+
+A call is a recipe (planned_conv_grads): its plan, d_conv's own steps included when d_conv is an
+expression (stage 1), is kept per structure and rebound on later calls, and on CUDA replayed as one
+graph over the same arrays; its results come back through a ConvGradsResults holder.
 """
 from __future__ import annotations
 
