@@ -291,3 +291,20 @@ def test_the_first_layer_plans_wgrad_alone():
     assert "no dX (first layer)" in text and "no dgrad is planned" in text and "dgrad: dx" not in text
     with pytest.raises(ValueError, match="no dgrad"):
         lt.conv_grads(d_conv, x, w, attrs, dx_in_x=True, first_layer=True)
+
+
+def test_expressions_and_strided_operands_are_planned_with_the_convolutions():
+    # x an expression, w a strided view: their copies are steps of the recipe, rebound on each call
+    rng = np.random.default_rng(10)
+    x, w, attrs, d_conv = _case(rng, 2, 5, 3, 4, 3, 1, 1)
+    w_big = lt.asarray(rng.standard_normal((4, 3, 3, 6)).astype(np.float32))
+    for call in range(3):
+        x[...] = lt.asarray(rng.standard_normal(x.shape).astype(np.float32))
+        w_big[...] = lt.asarray(rng.standard_normal(w_big.shape).astype(np.float32))
+        w_view = w_big[:, :, :, ::2]
+        want = _afresh(d_conv, x * 2.0, lt.asarray(np.ascontiguousarray(w_view.numpy())), attrs)
+        before = cg.plans_made[0]
+        dx, dw = lt.conv_grads(d_conv, x * 2.0, w_view, attrs)
+        assert cg.plans_made[0] - before == (1 if call == 0 else 0)
+        np.testing.assert_array_equal(dx.numpy(), want[0])
+        np.testing.assert_array_equal(dw.numpy(), want[1])
