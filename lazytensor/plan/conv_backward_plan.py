@@ -15,6 +15,8 @@ from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, may_overlap
 from lazytensor.plan.steps import Learned
 from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc
 
+FIRST_LAYER_NOTE = "first layer: x is not among the inputs of the gradient, so no dgrad is planned"
+
 # kind -> (what explain calls it, the cuDNN graph kind, the CPU function)
 _KINDS = {
     "dgrad": ("dgrad: dx = conv2d_backward_data(dy, w)", "conv_dgrad", conv2d_backward_data_nhwc),
@@ -123,7 +125,7 @@ def backward_step(backend, kind, a, b, x_shape, w_shape, attrs, out, path, note=
 def _build(kind):
     def build(node, backend, cut, out):
         steps: list = []
-        a, b = (_contiguous(cut(arg), backend, steps) for arg in node.args)
+        a, b = (_contiguous(cut(arg), backend, steps, cut) for arg in node.args)
         if kind == "dgrad":
             x_shape, w_shape = tuple(node.shape), tuple(b.shape)
         else:
