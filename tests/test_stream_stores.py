@@ -13,6 +13,8 @@ from lazytensor.kernels import stream_stores
 from lazytensor.kernels.program import Layout, program_for
 from lazytensor.kernels.render_numba import render_numba
 
+BLOCK = stream_stores.STREAM_BLOCK
+
 
 def placed(n: int, dtype, offset: int) -> np.ndarray:
     """An array of n elements starting `offset` elements past a 64-byte boundary, NaN-filled."""
@@ -41,9 +43,9 @@ def assign(dests, exprs, min_bytes, monkeypatch):
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.sampled_from([32, 33, 1023, 1024, 1025, 3000, 4096 + 17]), st.integers(0, 7))
+@given(st.sampled_from([32, 33, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17, 8 * BLOCK + 5]), st.integers(0, 7))
 def test_gradients_stream_bit_for_bit_as_the_ordinary_kernel(n, offset):
-    """Every size around the block (1024) and the alignment head, through lt.assign: the streamed
+    """Every size around a block (STREAM_BLOCK elements) and the alignment head, through lt.assign: the streamed
     results equal the ordinary kernel's, element for element, and NumPy's within float32 rounding."""
     with pytest.MonkeyPatch.context() as mp:
         streamed, grads = gradients(n, offset)

@@ -58,6 +58,14 @@ def _elementwise_gradients(table, device, timer, bw):
     table.add(case, "lazytensor lt.grad + lt.assign", timer(lazytensor_step))
     table.floor(case, 8 * n * 4 / bw, "4 reads + 4 writes of float32")
     if device == "cpu":
+        from lazytensor.kernels import stream_stores
+        threshold = stream_stores.MIN_BYTES
+        stream_stores.MIN_BYTES = 1 << 62           # the same kernel with ordinary stores, for comparison
+        try:
+            table.add(case, "lazytensor, ordinary stores (no kernel_stream)", timer(lazytensor_step))
+        finally:
+            stream_stores.MIN_BYTES = threshold
+
         def numpy_backward():
             t = np.tanh(host[0] * host[1] + host[2])
             s = (1 - t * t) * host[3]
