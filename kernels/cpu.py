@@ -175,6 +175,20 @@ class CpuBackend:
                 fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
         self._first_or_logged_call(kernel, fn, args, out.size)
 
+    def run_flat(self, program, out, inputs, scalars):
+        """run_elementwise for operands the caller knows to be C-contiguous with out's shape (flat
+        layout; lazytensor.plan.direct): the compiled kernel is called without the layout tests. A
+        kernel not compiled yet, float16 operands or a profile take run_elementwise."""
+        flat = self._flat_kernels
+        kernel = flat[1].get((program, out.ndim)) if flat[0] is self.kernels else None
+        if kernel is not None and not kernel.f16 and not launch_log.listeners:
+            module = kernel.module
+            fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+            if fn.overloads:
+                fn(out, *inputs, *scalars)
+                return
+        self.run_elementwise(program, out, list(inputs), list(scalars))
+
     def _interpret(self, program, layout, out, inputs, scalars, mask, key):
         """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""
         started = time.perf_counter()

@@ -8,6 +8,7 @@ from lazytensor.core.expr import RESULTS, Const, Expr
 from lazytensor.core.readers import memory_of
 from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
+from lazytensor.plan import direct
 from lazytensor.plan.planner import plan
 from lazytensor.plan.writes import after_write, before_write, readers_of
 from lazytensor.core.shapes import check_assignable
@@ -122,6 +123,8 @@ def _write(dest: Tensor, node, what: str) -> None:
     check_writable(dest)
     if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
         _check(node, dest, what)
+    if type(node) is Expr and not node.heavy and direct.assign(node, dest):
+        return                      # one elementwise step over flat operands, launched as it is
     steps = retry_out_of_memory(lambda: _plan_and_run(node, dest))
     if type(node) is Expr and not node.heavy:
         node.last_plan = (dest.data, steps)
