@@ -116,7 +116,7 @@ class Operand:
     def item(self):
         if self.size != 1:
             raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
-        return upward.evaluation.to_numpy_shared(self).reshape(()).item()
+        return upward.evaluation.item(self)
 
     def __bool__(self):
         if self.size != 1:

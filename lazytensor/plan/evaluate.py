@@ -9,6 +9,7 @@ from lazytensor.core.readers import memory_of
 from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
 from lazytensor.plan import direct
+from lazytensor.plan.host_scalar import reduced_scalar
 from lazytensor.plan.planner import plan
 from lazytensor.plan.writes import after_write, before_write, readers_of
 from lazytensor.core.shapes import check_assignable
@@ -248,6 +249,15 @@ def to_numpy(x) -> np.ndarray:
     t = result_of(x)
     host = t.backend.to_host(t.data)
     return np.array(host, copy=True) if t.device == "cpu" else host
+
+
+def item(x):
+    """The one value of x (of size 1) as a Python scalar: x.item(), float(x), int(x), bool(x)."""
+    if type(x) is Expr and x.op == "reduce" and x.result is None:
+        value = reduced_scalar(x)
+        if value is not None:
+            return value
+    return to_numpy_shared(x).reshape(()).item()
 
 
 def to_numpy_shared(x) -> np.ndarray:
