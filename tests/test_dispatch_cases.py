@@ -210,3 +210,25 @@ def test_the_direct_path_leaves_strided_broadcast_and_aliased_operands_to_the_pl
     text = lt.explain(a + b, out=y, source=False)
     assert "dispatch: direct" in text
     assert "dispatch: planned on every call (a tensor is read twice" in lt.explain(a * a, out=y, source=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
+def test_the_direct_path_on_cuda():
+    base = np.arange(8, dtype=np.float32) - 3
+    a, b = (lt.asarray(x, device="cuda") for x in (base[:4].copy(), base[4:].copy()))
+    y = lt.empty((4,), np.float32, device="cuda")
+    assert "dispatch: direct" in lt.explain(a * b + a, out=y, source=False)
+    row = lt.asarray(np.ones((1, 4), np.float32), device="cuda")
+    m = lt.empty((3, 4), np.float32, device="cuda")
+    z = lt.zeros((3, 4), np.float32, device="cuda")
+    whole = lt.asarray(base.copy(), device="cuda")
+    for s in (0.0, -0.0, 2, True, -0.0):
+        y[...] = a * b + a * s
+        _same(y.numpy(), base[:4] * base[4:] + base[:4] * np.float32(s), f"a * b + a * {s!r}")
+        y[...] = a * a + b * s                    # one tensor twice: planned
+        _same(y.numpy(), base[:4] * base[:4] + base[4:] * np.float32(s), f"a * a + b * {s!r}")
+        m[...] = z + row * s                      # broadcast: planned
+        _same(m.numpy(), np.zeros((3, 4), np.float32) + np.ones((1, 4), np.float32) * np.float32(s), repr(s))
+    whole[:4] = whole[4:] + 1                     # shares memory with the destination: planned
+    np.testing.assert_array_equal(whole.numpy(), np.concatenate([base[4:] + 1, base[4:]]))
