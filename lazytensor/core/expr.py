@@ -71,18 +71,23 @@ _ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finf
 _consts: dict = {}
 
 
-def constant(value, dtype) -> Const:
-    """Const(value, dtype), the same object for the same scalar of the same type and dtype."""
-    key = (type(value), value, dtype)
-    c = _consts.get(key)
+def constant(value, dtype, table=None) -> Const:
+    """Const(value, dtype), the same object for the same scalar of the same type and dtype.
+    table: where a caller for which type and dtype are fixed keeps its own, by value alone (binary's
+    cases: one lookup of a small int or float, not of a tuple holding a dtype)."""
+    if table is None:
+        table, key = _consts, (type(value), value, dtype)
+    else:
+        key = value
+    c = table.get(key)
     if c is None:
         c = Const(value, dtype)
         limit = _ROUNDED_ABOVE.get(dtype)
         if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
             return c
-        if len(_consts) > 4096:
-            _consts.clear()
-        _consts[key] = c
+        if len(table) > 4096:
+            table.clear()
+        table[key] = c
     return c
 
 
@@ -344,7 +349,7 @@ def apply(op: str, *operands) -> Expr:
 
 
 # The nodes operators build, by case: (op, key of a, key of b) -> (structure id, dtype, loop dtype of
-# a, of b), and (op, key of x) -> (structure id, dtype) for one operand. An operand's key is its
+# a, of b, the case's interned Consts), and (op, key of x) -> (structure id, dtype) for one operand. An operand's key is its
 # structure id, which fixes its dtype (every structure key holds one), or a Python scalar's type: so
 # ONE lookup stands for the type rule, the broadcast-free checks that no astype is needed, and the
 # new node's structure id, all of which the general path (apply) worked out the first time. Only
@@ -355,7 +360,10 @@ _SCALAR_KEYS = (int, float, bool)
 
 
 def binary(op: str, a, b) -> Expr:
-    """The node of `a <op> b`, as apply(op, a, b) builds it; the cases seen before in one lookup."""
+    """The node of `a <op> b`, as apply(op, a, b) builds it. A case seen before (_cases) builds it
+    here, unrolled: every operator a user writes runs this, so it is the fields Expr.__init__
+    computes, without a loop, a key list or a second lookup, and one weak reference for the
+    reader records of both tensors (lazytensor.core.readers)."""
     ta = type(a)
     tb = type(b)
     ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
@@ -363,24 +371,81 @@ def binary(op: str, a, b) -> Expr:
     case = _cases.get((op, ka, kb))
     if case is None:
         return _first_binary(op, a, b, ka, kb)
-    sid, dtype, la, lb = case
-    if ta is _Tensor or ta is Expr:
-        if tb is _Tensor or tb is Expr:
-            sa = a.shape
-            sb = b.shape
-            shape = sa if sa == sb else broadcast_shapes(sa, sb)
+    if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
+        if tb is Expr or tb is _Tensor:
+            shape = a.shape
+            if b.shape != shape:
+                shape = broadcast_shapes(shape, b.shape)
             device = a.device
             if b.device is not device:
                 device = _device_of((device, b.device))
         else:
             shape = a.shape
             device = a.device
-            b = constant(b, lb)
     else:
         shape = b.shape
         device = b.device
-        a = constant(a, la)
-    return _pair(op, a, b, shape, dtype, device, sid)
+    node = _new(Expr)
+    node.op = op
+    node.skey, node.dtype, la, lb, consts = case
+    node.heavy = False
+    node.attrs = None
+    node.uses = 0
+    node.last_plan = None
+    node.result = None
+    node.origin = None
+    epoch = RESULTS[0]
+    shared = False
+    me = None
+    if ta is Expr:
+        epoch = a.epoch
+        uses = a.uses = a.uses + 1
+        shared = uses > 1 or a.shared
+        leaves = a.leaves
+        scalars = a.scalars
+    elif ta is _Tensor:
+        leaves = (a,)
+        scalars = ()
+        me = _ref(node)
+        m = a.memory
+        if m is None:
+            m = memory_of(a)
+        m.append(me)
+        if len(m) > m.limit:
+            m.sweep()
+    else:
+        a = consts.get(a) or constant(a, la, consts)
+        leaves = ()
+        scalars = a.scalars
+    if tb is Expr:
+        if b.epoch < epoch:
+            epoch = b.epoch
+        uses = b.uses = b.uses + 1
+        if uses > 1 or b.shared:
+            shared = True
+        leaves = leaves + b.leaves if leaves else b.leaves
+        scalars += b.scalars
+    elif tb is _Tensor:
+        leaves += (b,)
+        if me is None:
+            me = _ref(node)
+        m = b.memory
+        if m is None:
+            m = memory_of(b)
+        m.append(me)
+        if len(m) > m.limit:
+            m.sweep()
+    else:
+        b = consts.get(b) or constant(b, lb, consts)
+        scalars += b.scalars
+    node.shape = shape
+    node.device = device
+    node.args = (a, b)
+    node.leaves = leaves
+    node.scalars = scalars
+    node.epoch = epoch
+    node.shared = shared
+    return node
 
 
 def _first_binary(op, a, b, ka, kb) -> Expr:
@@ -392,7 +457,7 @@ def _first_binary(op, a, b, ka, kb) -> Expr:
         x, y = node.args
         if ((x is a or (type(x) is Const and not (ka is int and x.dtype.kind in "iu")))
                 and (y is b or (type(y) is Const and not (kb is int and y.dtype.kind in "iu")))):
-            _keep_case((op, ka, kb), (node.skey, node.dtype, x.dtype, y.dtype))
+            _keep_case((op, ka, kb), (node.skey, node.dtype, x.dtype, y.dtype, {}))
     return node
 
 
@@ -420,87 +485,9 @@ def _keep_case(key, case) -> None:
 _new = object.__new__
 
 
-def _pair(op, a, b, shape, dtype, device, sid=None) -> Expr:
-    """Expr(op, (a, b), shape, dtype, device) over two operands that are not heavy: the fields
-    Expr.__init__ computes, unrolled for the node every binary operator builds (no loop, no key
-    list, one weak reference for both tensors). sid: its structure id, where the caller knows it."""
-    ta, tb = type(a), type(b)
-    if (ta is Expr and a.result is not None) or (tb is Expr and b.result is not None):
-        return Expr(op, (a, b), shape, dtype, device)       # reads the results (settled_args)
-    node = _new(Expr)
-    node.op = op
-    node.args = (a, b)
-    node.shape = shape
-    node.dtype = dtype
-    node.device = device
-    node.heavy = False
-    node.attrs = None
-    node.uses = 0
-    node.last_plan = None
-    node.result = None
-    node.origin = None
-    epoch = RESULTS[0]
-    shared = False
-    me = None
-    if ta is Expr:
-        if a.epoch < epoch:
-            epoch = a.epoch
-        uses = a.uses = a.uses + 1
-        shared = uses > 1 or a.shared
-        leaves = a.leaves
-        scalars = a.scalars
-    elif ta is Const:
-        leaves = ()
-        scalars = a.scalars
-    else:
-        leaves = (a,)
-        scalars = ()
-        me = _ref(node)
-        m = a.memory            # inline register(): see Expr.__init__
-        if m is None:
-            m = memory_of(a)
-        m.append(me)
-        if len(m) > m.limit:
-            m.sweep()
-    if tb is Expr:
-        if b.epoch < epoch:
-            epoch = b.epoch
-        uses = b.uses = b.uses + 1
-        if uses > 1 or b.shared:
-            shared = True
-        if leaves:
-            leaves += b.leaves
-        else:
-            leaves = b.leaves
-        scalars += b.scalars
-    elif tb is Const:
-        scalars += b.scalars
-    else:
-        leaves += (b,)
-        if me is None:
-            me = _ref(node)
-        m = b.memory
-        if m is None:
-            m = memory_of(b)
-        m.append(me)
-        if len(m) > m.limit:
-            m.sweep()
-    node.leaves = leaves
-    node.scalars = scalars
-    node.epoch = epoch
-    node.shared = shared
-    if sid is None:
-        key = (op, dtype, None, a.skey, b.skey)
-        sid = _structures.get(key)
-        if sid is None:
-            sid = structure_id(key)
-    node.skey = sid
-    return node
-
-
 def _single(op, x, sid, dtype) -> Expr:
     """Expr(op, (x,), x.shape, dtype, x.device) over a Tensor or an unevaluated, not heavy node,
-    whose structure id is `sid`: _pair's unrolling for one operand."""
+    whose structure id is `sid`: binary's unrolling for one operand."""
     node = _new(Expr)
     node.op = op
     node.args = (x,)
