@@ -232,3 +232,37 @@ def test_the_direct_path_on_cuda():
         _same(m.numpy(), np.zeros((3, 4), np.float32) + np.ones((1, 4), np.float32) * np.float32(s), repr(s))
     whole[:4] = whole[4:] + 1                     # shares memory with the destination: planned
     np.testing.assert_array_equal(whole.numpy(), np.concatenate([base[4:] + 1, base[4:]]))
+
+
+# -- a full reduction of a CPU tensor read as a Python scalar (lazytensor.plan.host_scalar) ----------
+
+def test_host_scalars_of_full_reductions_match_numpy_and_keep_their_values():
+    rng = np.random.default_rng(3)
+    host = rng.standard_normal((6, 7)).astype(np.float32)
+    for x_host in (host, host[:, ::2], host.T, host[0]):     # contiguous or not: the same values
+        x = lt.asarray(x_host)
+        for kind in ("sum", "mean", "max", "min", "var", "std", "prod", "argmax"):
+            r = getattr(x, kind)()
+            want = getattr(np, kind)(x_host.astype(np.float64)) if kind not in ("max", "min", "argmax") \
+                else getattr(np, kind)(x_host)
+            for _ in range(2):                                # the second call takes the kept launch
+                got = r.item()
+                assert type(got) is type(np.asarray(want).item()), (kind, type(got))
+                assert got == pytest.approx(float(want), rel=1e-5, abs=1e-5), kind
+            if kind != "argmax" or x.ndim == 1:               # (argmax of a matrix reduces a raveled view)
+                assert r.result is None                       # read, not evaluated into a tensor
+    b = lt.asarray(host > 0)
+    assert bool(b.any()) is True and bool(b.all()) is bool(np.all(host > 0))
+    assert int(lt.asarray(np.arange(10, dtype=np.int32)).sum()) == 45
+
+
+def test_a_host_scalar_read_before_a_write_keeps_its_value():
+    x = lt.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+    m = x.max()
+    assert float(m) == 3.0                                  # no result kept: m still reads x
+    x -= m                                                  # the write evaluates m first
+    assert float(m) == 3.0 and m.result is not None
+    np.testing.assert_array_equal(x.numpy(), [-2.0, -1.0, 0.0])
+    with lt.profile() as p:
+        float(x.sum())
+    assert [k.kind for k in p.kernels] == ["reduction"]     # a profile sees the launch

@@ -12,6 +12,7 @@ to x evaluates it first if it is still alive, and asking for its value again com
 from __future__ import annotations
 
 from lazytensor.core.tensor import Tensor
+from lazytensor.plan.direct import flat_of
 from lazytensor.plan.lower import tree_program
 
 
@@ -23,5 +24,7 @@ def reduced_scalar(node):
         return None
     backend = x.backend
     out = backend.empty((), node.dtype)
-    backend.run_reduction(tree_program(x, x.dtype), node.attrs, out, [x.data], ())
+    # (the node's spec was made for x's shape: x is its operand as it is, not a raveled view)
+    run = backend.run_flat_reduction if (x.flat or flat_of(x))[1] else backend.run_reduction
+    run(tree_program(x, x.dtype), node.attrs, out, [x.data], ())
     return out.item()
