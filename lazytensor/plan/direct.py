@@ -14,6 +14,8 @@ lt.explain says whether an assignment takes this path and, if not, which conditi
 from __future__ import annotations
 
 from lazytensor.core.memory import owner
+from lazytensor.kernels.backend import backend_for
+from lazytensor.plan import steps
 from lazytensor.plan.lower import tree_program
 
 
@@ -27,20 +29,38 @@ def flat_of(t) -> tuple:
     return flat
 
 
+# (structure id, the destination dtype's load id, device) -> (program, backend): what a known
+# expression's direct assignment launches, found in one lookup of small ints and a string.
+_known: dict = {}
+
+
 def assign(node, dest) -> bool:
     """dest[...] = node on the direct path; False, with nothing done, where the conditions above do
     not hold. The caller has checked node's dtype, shape and device against dest's, and that dest is
     writable; node is an unevaluated elementwise Expr."""
-    if direct_refusal(node, dest) is not None:
-        return False
-    dest.backend.run_flat(tree_program(node, dest.dtype), dest.data, [t.data for t in node.leaves],
-                          node.scalars)
+    arrays = flat_operands(node, dest)
+    if type(arrays) is str or steps.before_step is not None:
+        return False                # (a test's hook into every step: the planned path calls it)
+    key = (node.skey, dest.skey, dest.device)
+    known = _known.get(key)
+    if known is None:
+        if len(_known) > 4096:
+            _known.clear()
+        known = _known[key] = (tree_program(node, dest.dtype), backend_for(dest.device))
+    program, backend = known
+    backend.run_flat(program, dest.data, arrays, node.scalars)
     return True
 
 
 def direct_refusal(node, dest):
-    """None where `dest[...] = node` takes the direct path, else why not (for lt.explain). Kept to
-    a handful of comparisons per tensor: this runs on every assignment."""
+    """None where `dest[...] = node` takes the direct path, else why not (for lt.explain)."""
+    arrays = flat_operands(node, dest)
+    return arrays if type(arrays) is str else None
+
+
+def flat_operands(node, dest):
+    """The arrays of node's tensors, in leaf order, where `dest[...] = node` takes the direct path;
+    else why not, a str. A handful of comparisons per tensor: this runs on every assignment."""
     if node.shared:
         return "a node is used twice (the program is found by a walk of the DAG)"
     shape = dest.shape
@@ -51,14 +71,17 @@ def direct_refusal(node, dest):
         return "the destination is not C-contiguous"
     leaves = node.leaves
     data = dest.data
+    arrays = []
     for t in leaves:
         if t.shape != shape:
             return "a tensor is broadcast"
         t_own, contiguous = t.flat or flat_of(t)
         if not contiguous:
             return "a tensor is not C-contiguous"
-        if t_own == own and t.data is not data:
+        a = t.data
+        if t_own == own and a is not data:
             return "a tensor shares memory with the destination"
+        arrays.append(a)
     if len(leaves) > 1 and len(set(leaves)) != len(leaves):
         return "a tensor is read twice (the program is found by a walk of the DAG)"
-    return None
+    return arrays
