@@ -62,3 +62,38 @@ def test_several_results_with_a_value_evaluated_once_match_numpy(seed):
     np.testing.assert_allclose(np.asarray(outs[0]), w * w.max(), rtol=1e-5)
     np.testing.assert_allclose(float(np.asarray(outs[1])), (w * xs[0]).sum(), rtol=1e-4)
     np.testing.assert_allclose(float(np.asarray(outs[2])), w.mean(), rtol=1e-4, atol=1e-6)
+
+
+def _stacked_blocks(seed=0, dtype=np.float32, classes=5):
+    """A stem and three BasicBlocks: each block's output relu is read by the next block's conv, its
+    skip and the backward, and the gradient down the stage sums every block's."""
+    rng = np.random.default_rng(seed)
+    return lt.nn.Sequential(lt.nn.Conv2d(3, 8, 3, padding=1, bias=False, dtype=dtype, rng=rng), lt.nn.BatchNorm2d(8),
+                            lt.nn.ReLU(), lt.nn.BasicBlock(8, 8, 1, dtype=dtype, rng=rng),
+                            lt.nn.BasicBlock(8, 8, 1, dtype=dtype, rng=rng), lt.nn.BasicBlock(8, 16, 2, dtype=dtype, rng=rng),
+                            lt.nn.GlobalAvgPool(), lt.nn.Linear(16, classes, dtype=dtype, rng=rng))
+
+
+def _losses(data, monkeypatch=None):
+    model = _stacked_blocks()
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+    if monkeypatch is not None:         # lt.grad's per-op rules, without the fused CBR backward
+        from lazytensor.autodiff import patterns
+        monkeypatch.setattr(patterns, "BACKWARD_PATTERNS", [])
+    losses = [float(step(x, y).numpy()) for x, y in data]
+    return step, model, losses
+
+
+def test_a_relu_evaluated_once_still_gives_the_fused_backward_its_mask(monkeypatch):
+    """A block's output relu evaluated once into a temporary is the value whose writer takes the 1-bit
+    mask the fused CBR backward reads; the step equals the per-op rules' step."""
+    rng = np.random.default_rng(3)
+    data = [(rng.standard_normal((4, 8, 8, 3)).astype(np.float32), rng.integers(0, 5, 4)) for _ in range(3)]
+    step, model, losses = _losses(data)
+    text = str(lt.explain(step, source=False))
+    assert ONCE in text
+    assert "backward: 8 of 8 Conv-BN blocks take the fused CBR backward" in text
+    _, reference, want = _losses(data, monkeypatch)
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
+    for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=name)

@@ -163,9 +163,13 @@ class _Cut:
             why = self.once.get(id(node))
             if why is not None:
                 first = len(self.steps)
-                out = materialized(out, self.backend, self.steps, self)
+                value = out
+                out = materialized(value, self.backend, self.steps, self)
                 for step in self.steps[first:]:
                     step.note = why
+                # The temporary is what later builders see of this node: it keeps its writer (a relu's
+                # writer takes the 1-bit mask a fused backward reads, lazytensor.plan.forward_saved_plan).
+                self.evaluated[id(out)] = (out, out, evaluating_step(self, value))
         memo[id(node)] = out
         return out
 
