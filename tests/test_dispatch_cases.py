@@ -212,20 +212,45 @@ def test_the_direct_path_leaves_strided_broadcast_and_aliased_operands_to_the_pl
     assert "dispatch: planned on every call (a tensor is read twice" in lt.explain(a * a, out=y, source=False)
 
 
+def test_the_direct_path_keeps_its_step_where_the_backend_binds_launches(monkeypatch):
+    """On a backend that binds a step's launch (CUDA), the direct path runs the step itself and the
+    expression keeps it: assigned again, the bound launch runs. Here the CPU backend stands in."""
+    backend = backend_for("cpu")
+    bound = []
+
+    def bind(program, out, inputs, scalars, mask=None, memo=None):
+        bound.append(program)
+        return lambda: backend.run_elementwise(program, out, inputs, scalars)
+    monkeypatch.setattr(backend, "bind_elementwise", bind, raising=False)
+    x = np.array([1.0, -0.0, 2.5, -3.0], np.float32)
+    a, b = lt.asarray(x), lt.asarray(x[::-1].copy())
+    y = lt.empty((4,), np.float32)
+    e = a * b - 0.5
+    for _ in range(3):
+        y[...] = e
+        np.testing.assert_array_equal(y.numpy(), x * x[::-1] - np.float32(0.5))
+    assert len(bound) == 1 and e.last_plan is not None and e.last_plan[0] is y.data
+    y[...] = a * a                                # planned (a read twice), bound as planned steps are
+    np.testing.assert_array_equal(y.numpy(), x * x)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
 def test_the_direct_path_on_cuda():
     base = np.arange(8, dtype=np.float32) - 3
     a, b = (lt.asarray(x, device="cuda") for x in (base[:4].copy(), base[4:].copy()))
     y = lt.empty((4,), np.float32, device="cuda")
-    assert "dispatch: direct" in lt.explain(a * b + a, out=y, source=False)
+    assert "dispatch: direct" in lt.explain(a * b + 1.0, out=y, source=False)
+    assert "read twice" in lt.explain(a * b + a, out=y, source=False)
     row = lt.asarray(np.ones((1, 4), np.float32), device="cuda")
     m = lt.empty((3, 4), np.float32, device="cuda")
     z = lt.zeros((3, 4), np.float32, device="cuda")
     whole = lt.asarray(base.copy(), device="cuda")
     for s in (0.0, -0.0, 2, True, -0.0):
-        y[...] = a * b + a * s
-        _same(y.numpy(), base[:4] * base[4:] + base[:4] * np.float32(s), f"a * b + a * {s!r}")
+        e = a * b + s
+        for _ in range(2):                        # the second time, the step e keeps relaunches
+            y[...] = e
+            _same(y.numpy(), base[:4] * base[4:] + np.float32(s), f"a * b + {s!r}")
         y[...] = a * a + b * s                    # one tensor twice: planned
         _same(y.numpy(), base[:4] * base[:4] + base[4:] * np.float32(s), f"a * a + b * {s!r}")
         m[...] = z + row * s                      # broadcast: planned

@@ -6,8 +6,8 @@ The planner makes a plan of ONE FusedElementwise step for an elementwise express
   - no tensor shares memory with the destination (or is the destination's own array),
 that step is always the same: the program found by e's structure id (lower's common case, one
 dict lookup) over the leaves' arrays in order and e's scalars, with flat indexing. This module
-checks exactly these conditions on every call and hands the kernel launch to the backend's
-`run_flat`, skipping the plan, the step object and the layout tests: on small arrays those cost
+checks exactly these conditions on every call and launches that step without planning it: on the
+CPU through the backend's `run_flat`, without the step object and the layout tests: on small arrays those cost
 several times what the kernel does (issue 16, part 2). Anything else returns False and is planned.
 lt.explain says whether an assignment takes this path and, if not, which condition failed.
 """
@@ -34,13 +34,16 @@ def flat_of(t) -> tuple:
 _known: dict = {}
 
 
-def assign(node, dest) -> bool:
-    """dest[...] = node on the direct path; False, with nothing done, where the conditions above do
+def assign(node, dest):
+    """dest[...] = node on the direct path; None, with nothing done, where the conditions above do
     not hold. The caller has checked node's dtype, shape and device against dest's, and that dest is
-    writable; node is an unevaluated elementwise Expr."""
+    writable; node is an unevaluated elementwise Expr. Returns the steps that ran, for the node to
+    keep as its plan into dest (Expr.last_plan): none on the CPU, where the direct path is as cheap
+    as a kept step; the step itself on a backend that binds a step's launch (CUDA: a kept step
+    launches with the arguments it bound on its first run)."""
     arrays = flat_operands(node, dest)
     if type(arrays) is str or steps.before_step is not None:
-        return False                # (a test's hook into every step: the planned path calls it)
+        return None                 # (a test's hook into every step: the planned path calls it)
     key = (node.skey, dest.skey, dest.device)
     known = _known.get(key)
     if known is None:
@@ -48,8 +51,12 @@ def assign(node, dest) -> bool:
             _known.clear()
         known = _known[key] = (tree_program(node, dest.dtype), backend_for(dest.device))
     program, backend = known
-    backend.run_flat(program, dest.data, arrays, node.scalars)
-    return True
+    if backend.bind_elementwise is None:
+        backend.run_flat(program, dest.data, arrays, node.scalars)
+        return ()
+    step = steps.FusedElementwise(backend, program, dest.data, arrays, list(node.scalars))
+    step.run()
+    return [step]
 
 
 def direct_refusal(node, dest):

@@ -124,8 +124,12 @@ def _write(dest: Tensor, node, what: str) -> None:
     check_writable(dest)
     if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
         _check(node, dest, what)
-    if type(node) is Expr and not node.heavy and direct.assign(node, dest):
-        return                      # one elementwise step over flat operands, launched as it is
+    if type(node) is Expr and not node.heavy:
+        ran = direct.assign(node, dest)     # one elementwise step over flat operands, unplanned
+        if ran is not None:
+            if ran:
+                node.last_plan = (dest.data, ran)
+            return
     steps = retry_out_of_memory(lambda: _plan_and_run(node, dest))
     if type(node) is Expr and not node.heavy:
         node.last_plan = (dest.data, steps)
