@@ -299,7 +299,7 @@ class CpuBackend:
             if len(self._ready_reductions) > 4096:
                 self._ready_reductions.clear()
             self._ready_reductions[(program, id(spec))] = _ReadyReduction(
-                self.kernels, spec, flat_spec, module, small, strategy(flat_spec) == "rows", state_types(flat_spec))
+                self.kernels, spec, flat_spec, kernel, small, strategy(flat_spec) == "rows", state_types(flat_spec))
 
     def run_flat_reduction(self, program, spec, out, inputs, scalars):
         """run_reduction for a C-contiguous `out` and inputs the caller knows to be C-contiguous of
@@ -341,9 +341,12 @@ class _ReadyReduction:
     (flattened to one axis when every axis is reduced, as run_reduction does). The entry holds the
     spec it was made for: its id in the key is never reused while the entry lives; and the kernel
     cache it came from: a backend given a new cache (tests do) starts without them."""
-    __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten")
+    __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten",
+                 "f16")
 
-    def __init__(self, cache, spec, flat_spec, module, small, rows, state_dtypes):
+    def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
+        module = kernel.module
+        self.f16 = kernel.f16       # float16 operands travel as uint16 bit patterns
         self.cache = cache
         self.spec = spec
         self.shape = spec.in_shape
@@ -380,13 +383,15 @@ class _ReadyReduction:
         dims = self.dims
         if self.flatten:
             inputs = [a.reshape(dims) for a in inputs]
-        args = [_kernel_arg(a) for a in inputs]
+        if self.f16:
+            inputs = [_kernel_arg(a) for a in inputs]
+            out = _kernel_arg(out)
         if self.rows:
-            self.main(_kernel_arg(out), *args, *scalars, *dims, *n)
+            self.main(out, *inputs, *scalars, *dims, *n)
         else:
             parts = [np.empty(s, dt) for s, dt in self.parts]
-            self.main(*parts, self.nchunks, *args, *scalars, *dims, *n)
-            self.finish(_kernel_arg(out), *parts, self.nchunks, *n)
+            self.main(*parts, self.nchunks, *inputs, *scalars, *dims, *n)
+            self.finish(out, *parts, self.nchunks, *n)
 
 
 def _chunks(extent: int, small: bool) -> int:

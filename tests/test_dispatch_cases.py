@@ -276,6 +276,11 @@ def test_host_scalars_of_full_reductions_match_numpy_and_keep_their_values():
                 assert got == pytest.approx(float(want), rel=1e-5, abs=1e-5), kind
             if kind != "argmax" or x.ndim == 1:               # (argmax of a matrix reduces a raveled view)
                 assert r.result is None                       # read, not evaluated into a tensor
+    half = host.astype(np.float16)                          # float16 travels as uint16 bit patterns
+    h = lt.asarray(half)
+    for _ in range(2):
+        assert float(h.sum()) == float(np.float16(np.sum(half, dtype=np.float64)))
+        assert float(h.max()) == float(half.max())
     b = lt.asarray(host > 0)
     assert bool(b.any()) is True and bool(b.all()) is bool(np.all(host > 0))
     assert int(lt.asarray(np.arange(10, dtype=np.int32)).sum()) == 45
