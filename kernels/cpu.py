@@ -346,7 +346,7 @@ class _ReadyReduction:
 
     def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
         module = kernel.module
-        self.f16 = kernel.f16       # float16 operands travel as uint16 bit patterns
+        self.f16 = kernel.f16 or spec.out_dtype == _F16     # float16 arrays travel as uint16 bit patterns
         self.cache = cache
         self.spec = spec
         self.shape = spec.in_shape

@@ -281,6 +281,7 @@ def test_host_scalars_of_full_reductions_match_numpy_and_keep_their_values():
     for _ in range(2):
         assert float(h.sum()) == float(np.float16(np.sum(half, dtype=np.float64)))
         assert float(h.max()) == float(half.max())
+        assert float(lt.asarray(host[0]).sum(dtype=np.float16)) == float(np.float16(np.sum(host[0], dtype=np.float64)))
     b = lt.asarray(host > 0)
     assert bool(b.any()) is True and bool(b.all()) is bool(np.all(host > 0))
     assert int(lt.asarray(np.arange(10, dtype=np.int32)).sum()) == 45

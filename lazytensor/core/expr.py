@@ -349,12 +349,12 @@ def apply(op: str, *operands) -> Expr:
 
 
 # The nodes operators build, by case: (op, key of a, key of b) -> (structure id, dtype, loop dtype of
-# a, of b, the case's interned Consts), and (op, key of x) -> (structure id, dtype) for one operand. An operand's key is its
-# structure id, which fixes its dtype (every structure key holds one), or a Python scalar's type: so
-# ONE lookup stands for the type rule, the broadcast-free checks that no astype is needed, and the
-# new node's structure id, all of which the general path (apply) worked out the first time. Only
-# cases whose outcome never depends on a scalar's value are kept: no rewrite (x ** 2), no Python
-# int in an integer loop (NumPy's overflow check), at least one operand a node, no heavy node.
+# a, of b, the case's interned Consts), and (op, key of x) -> (structure id, dtype) for one operand.
+# An operand's key is its structure id, which fixes its dtype (every structure key holds one), or a
+# Python scalar's type: so ONE lookup stands for the type rule, the test that no astype is needed,
+# and the new node's structure id, all of which the general path (apply) worked out the first time.
+# Only cases whose outcome never depends on a scalar's value are kept: no rewrite (x ** 2), no
+# Python int in an integer loop (NumPy's overflow check), at least one operand a node, none heavy.
 _cases: dict = {}
 _SCALAR_KEYS = (int, float, bool)
 
