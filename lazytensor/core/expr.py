@@ -76,16 +76,16 @@ def constant(value, dtype, table=None) -> Const:
     table: where a caller for which type and dtype are fixed keeps its own, by value alone (binary's
     cases: one lookup of a small int or float, not of a tuple holding a dtype)."""
     if table is None:
-        table, key = _consts, (type(value), value, dtype)
+        table, key, most = _consts, (type(value), value, dtype), 4096
     else:
-        key = value
+        key, most = value, 256      # (a case's own: a loop over ever new values fills it alone)
     c = table.get(key)
     if c is None:
         c = Const(value, dtype)
         limit = _ROUNDED_ABOVE.get(dtype)
         if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
             return c
-        if len(table) > 4096:
+        if len(table) > most:
             table.clear()
         table[key] = c
     return c
