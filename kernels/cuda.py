@@ -223,11 +223,6 @@ class CudaBackend:
         if launch_log.listeners:
             self._record(launch, out.size, built)
 
-    def run_flat(self, program, out, inputs, scalars):
-        """run_elementwise for operands known to be C-contiguous with out's shape (prepare's first
-        test finds that as cheaply)."""
-        self.run_elementwise(program, out, inputs, list(scalars))
-
     def bind_elementwise(self, program, out, inputs, scalars, mask=None, memo=None):
         """-> a function that runs this assignment (run_elementwise's work) and, called again, only
         launches: a plan's step keeps its arrays and scalars for good, so its kernel arguments are
