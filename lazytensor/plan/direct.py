@@ -6,10 +6,12 @@ The planner makes a plan of ONE FusedElementwise step for an elementwise express
   - no tensor shares memory with the destination (or is the destination's own array),
 that step is always the same: the program found by e's structure id (lower's common case, one
 dict lookup) over the leaves' arrays in order and e's scalars, with flat indexing. This module
-checks exactly these conditions on every call and launches that step without planning it: on the
-CPU through the backend's `run_flat`, without the step object and the layout tests: on small arrays those cost
-several times what the kernel does (issue 16, part 2). Anything else returns False and is planned.
-lt.explain says whether an assignment takes this path and, if not, which condition failed.
+checks exactly these conditions on every call and launches that step without planning it (on
+small arrays planning costs several times what the kernel does; issue 16, part 2): on the CPU
+through the backend's `run_flat`, without a step object or layout tests; on CUDA as the step
+itself, which the expression keeps, so that assigning it again relaunches the step's bound launch.
+Anything else is planned. lt.explain says whether an assignment takes this path and, if not,
+which condition failed.
 """
 from __future__ import annotations
 
