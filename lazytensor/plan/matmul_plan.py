@@ -2,29 +2,40 @@
 called without allocation where kernels/cublas_gemm.py takes the arrays, else cupy.matmul). The operands are evaluated first where they are expressions (strided views of
 tensors, such as w.T, are passed as they are: BLAS takes transposes without a copy); elementwise
 work above the matmul (`relu(x @ w + b)`) fuses into the plan's next kernel, which reads the
-matmul's result. No cuBLASLt epilogue is built: the epilogue is that next kernel.
+matmul's result, or, on CUDA where it measures faster, into the GEMM itself: a cuBLASLt GEMM whose
+epilogue adds the bias and applies the ReLU (lazytensor.plan.matmul_epilogue says where and how
+it is chosen).
 """
 from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.core.expr import apply
 from lazytensor.kernels.cublas_gemm import arguments_for
+from lazytensor.kernels.cublaslt_gemm import epilogue_refusal, run_epilogue_gemm
 from lazytensor.kernels.matmul import run_matmul
-from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
+from lazytensor.plan import matmul_epilogue
+from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, elementwise_steps, materialized, may_overlap
 
 
 class MatmulStep:
     """out = a @ b (np.matmul semantics; a, b and out of one dtype). On CUDA, `gemm` holds cuBLAS's
     arguments where cuBLAS takes the arrays as they are (lazytensor.kernels.cublas_gemm: no
-    allocation in the call, so the step can be captured), else None and `why` says why not."""
-    __slots__ = ("backend", "a", "b", "out", "note", "gemm", "why")
+    allocation in the call, so the step can be captured), else None and `why` says why not.
+    With `bias` (a relu(a @ b + bias) site, lazytensor.plan.matmul_epilogue): out = relu(a @ b + bias)
+    by one cuBLASLt GEMM with the RELU_BIAS epilogue. `epilogue` says what was chosen for a site, and why."""
+    __slots__ = ("backend", "a", "b", "out", "note", "gemm", "why", "bias", "epilogue")
 
-    def __init__(self, backend, a, b, out, note=""):
+    def __init__(self, backend, a, b, out, note="", bias=None, epilogue=""):
         self.backend, self.a, self.b, self.out, self.note = backend, a, b, out, note
         # The arguments depend on shapes and strides only, which a recipe's signature fixes.
-        self.gemm, self.why = arguments_for(a, b, out) if backend.name == "cuda" else (None, None)
+        self.gemm, self.why = arguments_for(a, b, out) if backend.name == "cuda" or bias is not None else (None, None)
+        self.bias, self.epilogue = bias, epilogue
 
     def run(self):
-        run_matmul(self.backend.name, self.a, self.b, self.out, self.gemm)
+        if self.bias is not None:
+            run_epilogue_gemm(self.gemm, self.a, self.b, self.bias, self.out)
+        else:
+            run_matmul(self.backend.name, self.a, self.b, self.out, self.gemm)
 
     def capture_refusal(self):
         if self.backend.name != "cuda":
@@ -42,9 +53,16 @@ class MatmulStep:
             how = f"cuBLAS {'strided batched ' if self.gemm.batch > 1 else ''}GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
         else:
             how = f"cupy.matmul (cuBLAS; not called directly for {self.why})"
+        if self.bias is not None:
+            how = f"cuBLASLt GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
+            after = (f"relu(a @ b + bias) by the GEMM's RELU_BIAS epilogue, bias {self.bias.shape}: the activation "
+                     f"is written once, nothing reads the product back ({self.epilogue})")
+        elif self.epilogue:
+            after = f"no cuBLASLt epilogue for relu(a @ b + bias): {self.epilogue}; it runs in the next fused kernel"
+        else:
+            after = "no cuBLASLt epilogue: elementwise work on the result runs in the next fused kernel"
         text = (f"Matmul on {self.backend.name}: {self.a.shape} @ {self.b.shape} -> {self.out.shape} "
-                f"{self.out.dtype}: {how}; no cuBLASLt epilogue: elementwise work on the result runs in "
-                f"the next fused kernel")
+                f"{self.out.dtype}: {how}; {after}")
         if self.note:
             text += f"\n  note: {self.note}"
         return text
@@ -68,13 +86,54 @@ def _build_matmul(node, backend, cut, out):
     else a temporary then a copy."""
     steps: list = []
     a, b = _operands(node, backend, cut, steps)
+    site = getattr(cut, "epilogues", {}).get(id(node))
+    why = ""
+    if site is not None:
+        taken, why = _with_epilogue(node, site, a, b, backend, cut, steps)
+        if taken is not None:
+            return steps, taken
     direct = (out is not None and not any(may_overlap(out, t.data) for t in (a, b))
               and (backend.name == "cpu" or out.flags.c_contiguous or arguments_for(a.data, b.data, out)[0] is not None))
     y = out if direct else backend.empty(tuple(node.shape), node.dtype)
-    steps.append(MatmulStep(backend, a.data, b.data, y))
+    steps.append(MatmulStep(backend, a.data, b.data, y, epilogue=why))
     if out is not None and not direct:
         steps.append(copy_step(backend, y, out, "copy the matmul's result into the destination"))
     return steps, _tensor.Tensor(y, node.device)
+
+
+def _with_epilogue(node, site, a, b, backend, cut, steps):
+    """(the Tensor the matmul node stands for, "") where relu(a @ b + bias) is taken by one cuBLASLt GEMM
+    (the relu node then reads its output: `cut.memo`), else (None, why not). Nothing else reads the
+    product (matmul_epilogue.epilogue_sites), so the node stands for the activation, which no one reads
+    through it. The plan's root relu is written into the destination itself (`cut.root_out`)."""
+    relu, bias_node = site
+    bias = materialized(cut(bias_node), backend, steps, cut)
+    root, out = getattr(cut, "root_out", (None, None))
+    if (root is not relu or tuple(out.shape) != tuple(node.shape) or out.dtype != node.dtype
+            or any(may_overlap(out, t.data) for t in (a, b, bias))):
+        out = backend.empty(tuple(node.shape), node.dtype)
+    gemm, why = arguments_for(a.data, b.data, out)
+    why = why or epilogue_refusal(gemm, bias.data.shape, bias.data.strides, bias.dtype, out.dtype)
+    if why:
+        return None, f"cuBLASLt does not take it as it is ({why})"
+    step = MatmulStep(backend, a.data, b.data, out, bias=bias.data)
+    product = backend.empty(tuple(node.shape), node.dtype)
+    plain = MatmulStep(backend, a.data, b.data, product)
+    kernel = elementwise_steps(apply("relu", apply("add", _tensor.Tensor(product, node.device), bias)), out, backend)
+
+    def run_kernel():
+        plain.run()
+        for s in kernel:
+            s.run()
+    choice, note = matmul_epilogue.choose(gemm, out, run_kernel, step.run)
+    del plain, product, kernel, run_kernel
+    if choice != matmul_epilogue.EPILOGUE:
+        return None, f"{matmul_epilogue.KERNEL} ({note})"
+    step.epilogue = note
+    steps.append(step)
+    result = _tensor.Tensor(out, node.device)
+    cut.memo[id(relu)] = result
+    return result, ""
 
 
 HEAVY["matmul"] = _build_matmul

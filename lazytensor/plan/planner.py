@@ -15,6 +15,7 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.kernels.program import program_for
 from lazytensor.plan.lower import lower
+from lazytensor.plan.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.steps import FusedElementwise, FusedReduction
 from lazytensor.plan import recipes
 from lazytensor.core.memory import address as _address, may_overlap, owner
@@ -142,6 +143,9 @@ class _Cut:
             self.steps.extend(new_steps)
         else:
             args = tuple(self(a) for a in node.args)
+            hit = memo.get(id(node))    # an operand's builder took this node too (a matmul's epilogue)
+            if hit is not None:
+                return hit
             out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
         memo[id(node)] = out
         return out
@@ -155,7 +159,9 @@ def copy_step(backend, src, out, note) -> FusedElementwise:
     return FusedElementwise(backend, program, out, [src], [], note=note)
 
 
-def _elementwise(root, out, backend) -> list:
+def elementwise_steps(root, out, backend) -> list:
+    """The steps of `out[...] = root` for an expression with no heavy part: one kernel (two where the
+    destination is read through another index map)."""
     program, inputs, scalars = lower(root, out.dtype)
     if not aliased(out, inputs):
         return [FusedElementwise(backend, program, out, inputs, scalars)]
@@ -170,7 +176,7 @@ def plan(root, out, backend, replay=False) -> list:
     A heavy expression is planned once per structure (lazytensor.plan.recipes) and rebound after;
     replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
     if not root.heavy:
-        return _elementwise(root, out, backend)
+        return elementwise_steps(root, out, backend)
     if root.op == "reduce" and not root.args[0].heavy and not hasattr(backend, "capture"):
         steps = _root_reduction(root, out, backend)
         if steps is not None:
@@ -204,11 +210,17 @@ def _heavy(root, out, backend) -> list:
             return steps
     steps: list = []
     cut = cutter(steps, backend)
+    if available(backend):              # relu(a @ b + bias) may be one cuBLASLt GEMM, written into out
+        cut.epilogues = epilogue_sites([root])
+        cut.root_out = (root, out)
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
         args = [cut(a) for a in root.args]
         inputs = [leaf.data for a in args for leaf in a.leaves]
         if not aliased(out, inputs):
             new_steps, _ = HEAVY[root.op](root, backend, cut, out)
             return steps + new_steps + cut.deferred
-    final = _elementwise(cut(root), out, backend)
+    top = cut(root)
+    if isinstance(top, _tensor.Tensor) and top.data is out:     # a step wrote the destination itself
+        return steps + cut.deferred
+    final = elementwise_steps(top, out, backend)
     return steps + final + cut.deferred

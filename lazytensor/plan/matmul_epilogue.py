@@ -1,0 +1,99 @@
+"""relu(a @ b + bias) on CUDA: the GEMM and the fused kernel after it, or ONE cuBLASLt GEMM whose
+epilogue adds the bias and applies the ReLU (kernels/cublaslt_gemm.py), chosen by measurement.
+
+A site is a relu over `matmul(a, b) + bias` (a Linear layer and its ReLU: the bias one row of the
+product's width, of its dtype) whose product and sum nothing else in the plan reads: the epilogue
+writes only the activation, so a plan that also needs the product or the pre-activation keeps the
+GEMM and the kernel. The relu's gradient reads the activation (`where(relu(z) > 0, g, 0)`,
+lazytensor.autodiff.rules), so a training step's backward does not keep the pre-activation alive.
+
+The choice is timed once per (GPU, shape, layouts, dtype) with CUDA events around short bursts, the
+two ways on the plan's own arrays, kept in memory and in the disk cache (as the CBR choices,
+lazytensor.plan.measured_choice); LAZYTENSOR_CBR_TUNE=0 keeps the GEMM and the kernel without timing.
+LAZYTENSOR_MATMUL_EPILOGUE=on takes the epilogue wherever cuBLASLt takes the arrays, =off never (the
+bench compares them so). lt.explain shows the choice and the times on the Matmul step.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from lazytensor.plan.measured_choice import MeasuredChoices, device_name
+
+EPILOGUE = "cuBLASLt GEMM with the RELU_BIAS epilogue"
+KERNEL = "cuBLAS GEMM + the fused kernel after it"
+DEFAULT_MODE = os.environ.get("LAZYTENSOR_MATMUL_EPILOGUE", "measure")
+MODE = DEFAULT_MODE             # "measure", "on" or "off"
+
+
+def _valid(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and value[0] in (EPILOGUE, KERNEL) and isinstance(value[1], str)
+
+
+_CHOICES = MeasuredChoices("matmul_epilogue.json", _valid, (KERNEL, "LAZYTENSOR_CBR_TUNE=0: not timed"))
+
+
+def epilogue_sites(roots) -> dict:
+    """id(matmul node) -> (relu node, bias node) for every site below `roots` (the expressions of
+    one plan): relu(matmul(a, b) + bias) whose product and sum have no other reader. Only heavy
+    nodes are walked (a matmul is heavy, and so is everything above one)."""
+    parents: dict = {}
+    relus, seen = [], set()
+    stack = [r for r in roots if getattr(r, "heavy", False)]
+    for r in stack:
+        parents[id(r)] = parents.get(id(r), 0) + 1         # a result reads its root
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op == "relu":
+            relus.append(node)
+        for a in node.args:
+            if getattr(a, "heavy", False):
+                parents[id(a)] = parents.get(id(a), 0) + 1
+                stack.append(a)
+    sites = {}
+    for relu in relus:
+        site = _site(relu, parents)
+        if site is not None:
+            sites[id(site[0])] = (relu, site[1])
+    return sites
+
+
+def _site(relu, parents):
+    (z,) = relu.args
+    if getattr(z, "op", None) != "add" or parents.get(id(z)) != 1 or len(z.args) != 2:
+        return None
+    for mm, bias in (z.args, z.args[::-1]):
+        if (getattr(mm, "op", None) == "matmul" and parents.get(id(mm)) == 1 and len(mm.shape) == 2
+                and len(mm.args[0].shape) == 2 and len(mm.args[1].shape) == 2
+                and tuple(bias.shape) == (mm.shape[1],) and bias.dtype == mm.dtype == relu.dtype
+                and mm.dtype.kind == "f" and hasattr(bias, "heavy")):
+            return mm, bias
+    return None
+
+
+def available(backend) -> bool:
+    """Whether the planner looks for sites on this backend (cuBLASLt: CUDA only)."""
+    return backend.name == "cuda"
+
+
+def choose(gemm, out, run_kernel, run_epilogue) -> tuple:
+    """-> (EPILOGUE or KERNEL, a note with the measured times or why none were taken). run_kernel and
+    run_epilogue enqueue one product each way (writing `out`) on the current stream."""
+    if MODE == "on":
+        return EPILOGUE, "LAZYTENSOR_MATMUL_EPILOGUE=on: not timed"
+    if MODE == "off":
+        return KERNEL, "LAZYTENSOR_MATMUL_EPILOGUE=off: not timed"
+    key = f"{device_name(out.device.id)}|{out.dtype.name}|{tuple(gemm)}"
+    return _CHOICES.choose(key, lambda: _measure(run_kernel, run_epilogue))
+
+
+def _measure(run_kernel, run_epilogue):
+    from lazytensor.kernels.cuda_timing import burst_ms
+    t_kernel = burst_ms(run_kernel, bursts=3, burst=5, warmup=2)
+    t_epilogue = burst_ms(run_epilogue, bursts=3, burst=5, warmup=2)
+    choice = EPILOGUE if t_epilogue < t_kernel else KERNEL
+    return choice, f"measured: GEMM + kernel {t_kernel:.3f} ms, epilogue {t_epilogue:.3f} ms", True

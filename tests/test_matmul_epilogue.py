@@ -1,0 +1,143 @@
+"""relu(x @ w.T + b) as one cuBLASLt GEMM with the RELU_BIAS epilogue (lazytensor.plan.matmul_epilogue,
+kernels/cublaslt_gemm.py), checked on the CPU: the GEMM's arguments and bias read as cuBLASLt reads them
+(a NumPy emulation of its column-major GEMM and row-wise bias) give NumPy's result; the sites the
+planner finds (and those it must not take: a product or pre-activation something else reads); plans
+made with the epilogue (on a CPU backend standing in for CUDA, the GEMM emulated) equal NumPy and the
+plain plan over several training steps, with one kernel fewer per layer; lt.explain shows the choice."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lazytensor as lt
+from lazytensor.kernels.cublas_gemm import arguments_for
+from lazytensor.kernels.cublaslt_gemm import epilogue_refusal
+from lazytensor.plan import matmul_epilogue, matmul_plan
+
+from test_cublas_gemm import _col_major, emulate
+
+
+def emulate_epilogue(args, a, b, bias, out, epilogue="relu_bias"):
+    """cuBLASLt's D = epilogue(op(A') op(B') + bias): the bias indexed by D's (column-major) row."""
+    emulate(args, a, b, out)
+    d = _col_major(out, args.m, args.n, args.ldc, 0, 1)[0]
+    d += np.asarray(bias)[:, None]
+    if epilogue == "relu_bias":
+        np.maximum(d, 0, out=d)
+
+
+def _layer(rng, m, k, n, dtype, transposed):
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((n, k)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    return x, (w.T if transposed else np.ascontiguousarray(w.T)), b
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 6), k=st.integers(1, 6), n=st.integers(1, 6), transposed=st.booleans(),
+       epilogue=st.sampled_from(["relu_bias", "bias"]), seed=st.integers(0, 99))
+def test_the_arguments_and_bias_give_numpy(m, k, n, transposed, epilogue, seed):
+    x, wt, b = _layer(np.random.default_rng(seed), m, k, n, np.float32, transposed)
+    out = np.full((m, n), np.nan, np.float32)
+    args, why = arguments_for(x, wt, out)
+    assert why is None and epilogue_refusal(args, b.shape, b.strides, b.dtype, out.dtype) is None
+    emulate_epilogue(args, x, wt, b, out, epilogue)
+    want = x.astype(np.float64) @ wt.astype(np.float64) + b
+    np.testing.assert_allclose(out, np.maximum(want, 0) if epilogue == "relu_bias" else want, rtol=1e-5, atol=1e-5)
+
+
+def test_refusals_say_why():
+    rng = np.random.default_rng(0)
+    x, wt, b = _layer(rng, 4, 3, 5, np.float32, True)
+    args, _ = arguments_for(x, wt, np.empty((4, 5), np.float32))
+    assert "bias" in epilogue_refusal(args, (4,), (4,), np.float32, np.float32)
+    assert "float64" in epilogue_refusal(args, (5,), (8,), np.float64, np.float64)
+    assert "contiguous" in epilogue_refusal(args, (5,), (8,), np.float32, np.float32)
+    transposed_out, _ = arguments_for(x, wt, np.empty((5, 4), np.float32).T)
+    assert "transposed" in epilogue_refusal(transposed_out, (5,), (4,), np.float32, np.float32)
+    batched, _ = arguments_for(np.ones((2, 4, 3), np.float32), wt, np.empty((2, 4, 5), np.float32))
+    assert "batched" in epilogue_refusal(batched, (5,), (4,), np.float32, np.float32)
+
+
+def test_sites_are_relus_over_a_product_plus_bias_that_nothing_else_reads():
+    rng = np.random.default_rng(1)
+    x, w, b = (lt.asarray(v) for v in (rng.standard_normal((6, 4)), rng.standard_normal((3, 4)), rng.standard_normal(3)))
+    z = x @ w.T + b
+    h = lt.relu(z)
+    assert list(matmul_epilogue.epilogue_sites([h]).values()) == [(h, b)]
+    assert list(matmul_epilogue.epilogue_sites([lt.relu(b + x @ w.T)]).values())[0][1] is b
+    assert matmul_epilogue.epilogue_sites([h, z]) == {}               # the pre-activation is a result too
+    assert matmul_epilogue.epilogue_sites([h, z * 2.0]) == {}         # ... or read by another expression
+    product = x @ w.T
+    assert matmul_epilogue.epilogue_sites([lt.relu(product + b), product.sum()]) == {}   # the product is read
+    assert matmul_epilogue.epilogue_sites([lt.relu(x @ w.T + 1.0)]) == {}               # no bias row
+    assert matmul_epilogue.epilogue_sites([lt.relu(x @ w.T + lt.asarray(np.ones((6, 3))))]) == {}
+    # the gradient of a relu reads the activation: a training step keeps the site
+    loss = (lt.relu(x @ w.T + b) * 3.0).sum()
+    gw, gb = lt.grad(loss, [w, b])
+    assert len(matmul_epilogue.epilogue_sites([loss, gw, gb])) == 1
+
+
+@pytest.fixture
+def emulated_epilogue(monkeypatch):
+    """The CPU backend standing in for CUDA: sites are planned, the epilogue GEMM emulated."""
+    calls = []
+
+    def run(args, a, b, bias, out, epilogue="relu_bias"):
+        calls.append(args)
+        emulate_epilogue(args, a, b, bias, out, epilogue)
+    monkeypatch.setattr(matmul_epilogue, "available", lambda backend: True)
+    monkeypatch.setattr(matmul_plan, "run_epilogue_gemm", run)
+    monkeypatch.setattr(matmul_epilogue, "MODE", "on")
+    from lazytensor.plan import planner, several
+    monkeypatch.setattr(planner, "available", lambda backend: True)
+    monkeypatch.setattr(several, "available", lambda backend: True)
+    yield calls
+
+
+def _mlp(seed, dtype):
+    rng = np.random.default_rng(seed)
+    return lt.nn.Sequential(lt.nn.Linear(12, 16, dtype=dtype, rng=rng), lt.nn.ReLU(), lt.nn.Linear(16, 16, dtype=dtype, rng=rng),
+                            lt.nn.ReLU(), lt.nn.Linear(16, 5, dtype=dtype, rng=rng))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_linear_relu_is_one_step_equal_to_numpy(emulated_epilogue, dtype):
+    rng = np.random.default_rng(2)
+    x, w, b = (rng.standard_normal(s).astype(dtype) for s in ((9, 7), (5, 7), (5,)))
+    tx, tw, tb = (lt.asarray(v) for v in (x, w, b))
+    y = lt.empty((9, 5), dtype)
+    text = str(lt.explain(lt.relu(tx @ tw.T + tb), out=y, source=False))
+    if dtype == np.float64:
+        assert "no cuBLASLt epilogue for relu(a @ b + bias): cuBLASLt does not take it" in text, text
+        assert "plan: 2 steps" in text, text
+    else:
+        assert "plan: 1 step" in text and "RELU_BIAS epilogue" in text, text
+    y[...] = lt.relu(tx @ tw.T + tb)
+    np.testing.assert_allclose(y.numpy(), np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
+    assert len(emulated_epilogue) == (dtype == np.float32)
+
+
+def test_training_steps_with_the_epilogue_equal_the_plain_plan(emulated_epilogue, monkeypatch):
+    """Four train_step calls: with the epilogue (each Linear+ReLU one GEMM, no forward relu kernel) and
+    without (the GEMM and the kernel), the same losses and weights."""
+    rng = np.random.default_rng(3)
+    data = [(rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 5, 8))] * 4   # the loss falls
+    results = {}
+    for mode in ("on", "off"):
+        monkeypatch.setattr(matmul_epilogue, "MODE", mode)
+        model = _mlp(4, np.float32)
+        step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+        losses = [float(step(lt.asarray(x), lt.asarray(y)).numpy()) for x, y in data]
+        text = lt.explain(step, source=False)
+        results[mode] = losses, [p.numpy() for p in model.parameters()], text
+    on, off = results["on"], results["off"]
+    assert on[2].count("RELU_BIAS epilogue") == 2, on[2]
+    assert off[2].count("LAZYTENSOR_MATMUL_EPILOGUE=off") == 2, off[2]
+    n_on = sum(line.startswith("[") for line in on[2].splitlines())
+    n_off = sum(line.startswith("[") for line in off[2].splitlines())
+    assert n_on == n_off - 2, (n_on, n_off)
+    np.testing.assert_allclose(on[0], off[0], rtol=1e-5)
+    assert on[0][-1] < on[0][0]
+    for a, b in zip(on[1], off[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert len(emulated_epilogue) == 2 * 4            # two layers, four calls
