@@ -142,7 +142,7 @@ class _Plan:
         self.result = (c.c_uint8 * _HEURISTIC_BYTES)()
         found = c.c_int(0)
         a_desc, b_desc, d_desc = self.layouts
-        lt.heuristic(handle, self.desc, a_desc, b_desc, d_desc, d_desc, pref, 1, self.result, c.byref(found))
+        lt.heuristic(handle, self.desc, a_desc, b_desc, d_desc, d_desc, pref, 1, c.byref(self.result), c.byref(found))
         if found.value < 1:
             raise RuntimeError("cuBLASLt proposed no algorithm for this epilogue GEMM")
         self.pref = pref        # kept with the descriptors (never destroyed: a few per process)

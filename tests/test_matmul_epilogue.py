@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 import lazytensor as lt
 from lazytensor.kernels.cublas_gemm import arguments_for
 from lazytensor.kernels.cublaslt_gemm import epilogue_refusal
-from lazytensor.plan import matmul_epilogue, matmul_plan
+from lazytensor.plan import matmul_epilogue, matmul_plan, recipes
 
 from test_cublas_gemm import _col_major, emulate
 
@@ -87,11 +87,13 @@ def emulated_epilogue(monkeypatch):
         emulate_epilogue(args, a, b, bias, out, epilogue)
     monkeypatch.setattr(matmul_epilogue, "available", lambda backend: True)
     monkeypatch.setattr(matmul_plan, "run_epilogue_gemm", run)
-    monkeypatch.setattr(matmul_epilogue, "MODE", "on")
+    monkeypatch.setattr(matmul_epilogue, "MODE", "on")      # undone after the test, as set_mode would set it
     from lazytensor.plan import planner, several
     monkeypatch.setattr(planner, "available", lambda backend: True)
     monkeypatch.setattr(several, "available", lambda backend: True)
+    recipes.clear()                 # plans kept from other tests were made without sites
     yield calls
+    recipes.clear()
 
 
 def _mlp(seed, dtype):
@@ -124,7 +126,7 @@ def test_training_steps_with_the_epilogue_equal_the_plain_plan(emulated_epilogue
     data = [(rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 5, 8))] * 4   # the loss falls
     results = {}
     for mode in ("on", "off"):
-        monkeypatch.setattr(matmul_epilogue, "MODE", mode)
+        matmul_epilogue.set_mode(mode)
         model = _mlp(4, np.float32)
         step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
         losses = [float(step(lt.asarray(x), lt.asarray(y)).numpy()) for x, y in data]
@@ -141,3 +143,30 @@ def test_training_steps_with_the_epilogue_equal_the_plain_plan(emulated_epilogue
     for a, b in zip(on[1], off[1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert len(emulated_epilogue) == 2 * 4            # two layers, four calls
+
+
+@pytest.mark.parametrize("faster", [matmul_epilogue.EPILOGUE, matmul_epilogue.KERNEL])
+def test_the_measured_way_runs_and_explain_shows_the_times(emulated_epilogue, monkeypatch, faster):
+    timed = []
+
+    def measure(run_kernel, run_epilogue):
+        run_kernel(), run_epilogue()            # both ways run (on temporaries of their own)
+        timed.append(faster)
+        return faster, "measured: GEMM + kernel 1.000 ms, epilogue 0.900 ms", False
+    matmul_epilogue.set_mode("measure")
+    monkeypatch.setattr(matmul_epilogue, "_measure", measure)
+    monkeypatch.setattr(matmul_epilogue, "_key", lambda gemm, out: f"test|{faster}|{tuple(gemm)}")
+    rng = np.random.default_rng(6)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((9, 7), (5, 7), (5,)))
+    tx, tw, tb = (lt.asarray(v) for v in (x, w, b))
+    y = lt.full((9, 5), 7.0, np.float32)
+    text = str(lt.explain(lt.relu(tx @ tw.T + tb), out=y, source=False))
+    assert (y.numpy() == 7.0).all()                 # timing while planning left the destination alone
+    assert "measured: GEMM + kernel 1.000 ms, epilogue 0.900 ms" in text, text
+    if faster == matmul_epilogue.EPILOGUE:
+        assert "plan: 1 step" in text and "RELU_BIAS epilogue" in text, text
+    else:
+        assert "plan: 2 steps" in text and "no cuBLASLt epilogue for relu(a @ b + bias): cuBLAS GEMM + the fused kernel" in text, text
+    y[...] = lt.relu(tx @ tw.T + tb)
+    np.testing.assert_allclose(y.numpy(), np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
+    assert len(timed) == 1

@@ -31,7 +31,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
     for mode, name in (("off", "cuBLAS GEMM + lazytensor's fused bias+ReLU kernel"),
                        ("on", "cuBLASLt GEMM with the RELU_BIAS epilogue (through lazytensor's plan)"),
                        ("measure", "lazytensor's plan (measures both, takes the faster)")):
-        matmul_epilogue.MODE = mode
+        matmul_epilogue.set_mode(mode)
         z = lt.empty((batch, n), dtype, "cuda")
 
         def run():
@@ -40,7 +40,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
         if mode == "measure":
             table.notes.append(f"{case}: " + next(line for line in str(lt.explain(lt.relu(x @ w.T + b), out=z, source=False))
                                                    .splitlines() if "Matmul" in line))
-    matmul_epilogue.MODE = matmul_epilogue.DEFAULT_MODE
+    matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
     table.add(case, "cuBLASLt RELU_BIAS epilogue, called directly",
               timer(lambda: run_epilogue_gemm(args, x.data, w.data.T, b.data, y.data)))
     if torch is not None:

@@ -11,7 +11,7 @@ The choice is timed once per (GPU, shape, layouts, dtype) with CUDA events aroun
 two ways on the plan's own arrays, kept in memory and in the disk cache (as the CBR choices,
 lazytensor.plan.measured_choice); LAZYTENSOR_CBR_TUNE=0 keeps the GEMM and the kernel without timing.
 LAZYTENSOR_MATMUL_EPILOGUE=on takes the epilogue wherever cuBLASLt takes the arrays, =off never (the
-bench compares them so). lt.explain shows the choice and the times on the Matmul step.
+bench compares them so; set_mode changes it in a running process). lt.explain shows the choice and the times on the Matmul step.
 """
 from __future__ import annotations
 
@@ -25,6 +25,17 @@ EPILOGUE = "cuBLASLt GEMM with the RELU_BIAS epilogue"
 KERNEL = "cuBLAS GEMM + the fused kernel after it"
 DEFAULT_MODE = os.environ.get("LAZYTENSOR_MATMUL_EPILOGUE", "measure")
 MODE = DEFAULT_MODE             # "measure", "on" or "off"
+
+
+def set_mode(mode: str) -> None:
+    """"measure", "on" or "off" from now on (as LAZYTENSOR_MATMUL_EPILOGUE): plans kept as recipes hold
+    the earlier choice, so they are dropped and made again."""
+    global MODE
+    if mode not in ("measure", "on", "off"):
+        raise ValueError(f"the matmul epilogue mode is 'measure', 'on' or 'off'; got {mode!r}")
+    from lazytensor.plan import recipes
+    recipes.clear()
+    MODE = mode
 
 
 def _valid(value) -> bool:
@@ -80,15 +91,18 @@ def available(backend) -> bool:
     return backend.name == "cuda"
 
 
-def choose(gemm, out, run_kernel, run_epilogue) -> tuple:
-    """-> (EPILOGUE or KERNEL, a note with the measured times or why none were taken). run_kernel and
-    run_epilogue enqueue one product each way (writing `out`) on the current stream."""
+def choose(gemm, out, trials) -> tuple:
+    """-> (EPILOGUE or KERNEL, a note with the measured times or why none were taken). trials() ->
+    (run_kernel, run_epilogue), each enqueuing one product its way on the current stream."""
     if MODE == "on":
         return EPILOGUE, "LAZYTENSOR_MATMUL_EPILOGUE=on: not timed"
     if MODE == "off":
         return KERNEL, "LAZYTENSOR_MATMUL_EPILOGUE=off: not timed"
-    key = f"{device_name(out.device.id)}|{out.dtype.name}|{tuple(gemm)}"
-    return _CHOICES.choose(key, lambda: _measure(run_kernel, run_epilogue))
+    return _CHOICES.choose(_key(gemm, out), lambda: _measure(*trials()))
+
+
+def _key(gemm, out) -> str:
+    return f"{device_name(out.device.id)}|{out.dtype.name}|{tuple(gemm)}"
 
 
 def _measure(run_kernel, run_epilogue):

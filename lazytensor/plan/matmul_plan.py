@@ -116,24 +116,31 @@ def _with_epilogue(node, site, a, b, backend, cut, steps):
     why = why or epilogue_refusal(gemm, bias.data.shape, bias.data.strides, bias.dtype, out.dtype)
     if why:
         return None, f"cuBLASLt does not take it as it is ({why})"
-    step = MatmulStep(backend, a.data, b.data, out, bias=bias.data)
+    choice, note = matmul_epilogue.choose(gemm, out, lambda: _trials(node, a, b, bias, backend))
+    if choice != matmul_epilogue.EPILOGUE:
+        return None, f"{matmul_epilogue.KERNEL} ({note})"
+    step = MatmulStep(backend, a.data, b.data, out, bias=bias.data, epilogue=note)
+    steps.append(step)
+    result = _tensor.Tensor(out, node.device)
+    cut.memo[id(relu)] = result
+    return result, ""
+
+
+def _trials(node, a, b, bias, backend):
+    """(run_kernel, run_epilogue): the two ways to time, writing temporaries of their own (timing
+    happens while planning, before any step ran: the destination is left alone)."""
     product = backend.empty(tuple(node.shape), node.dtype)
+    activation = backend.empty(tuple(node.shape), node.dtype)
     plain = MatmulStep(backend, a.data, b.data, product)
-    kernel = elementwise_steps(apply("relu", apply("add", _tensor.Tensor(product, node.device), bias)), out, backend)
+    kernel = elementwise_steps(apply("relu", apply("add", _tensor.Tensor(product, node.device), bias)),
+                               activation, backend)
+    fused = MatmulStep(backend, a.data, b.data, activation, bias=bias.data)
 
     def run_kernel():
         plain.run()
         for s in kernel:
             s.run()
-    choice, note = matmul_epilogue.choose(gemm, out, run_kernel, step.run)
-    del plain, product, kernel, run_kernel
-    if choice != matmul_epilogue.EPILOGUE:
-        return None, f"{matmul_epilogue.KERNEL} ({note})"
-    step.epilogue = note
-    steps.append(step)
-    result = _tensor.Tensor(out, node.device)
-    cut.memo[id(relu)] = result
-    return result, ""
+    return run_kernel, fused.run
 
 
 HEAVY["matmul"] = _build_matmul
