@@ -108,6 +108,9 @@ def _key(gemm, out) -> str:
 def _measure(run_kernel, run_epilogue):
     from lazytensor.kernels.cuda_timing import burst_ms
     t_kernel = burst_ms(run_kernel, bursts=3, burst=5, warmup=2)
-    t_epilogue = burst_ms(run_epilogue, bursts=3, burst=5, warmup=2)
+    try:
+        t_epilogue = burst_ms(run_epilogue, bursts=3, burst=5, warmup=2)
+    except (RuntimeError, OSError) as e:    # cuBLASLt refused (no algorithm, a status): not kept on disk
+        return KERNEL, f"cuBLASLt failed: {e}; GEMM + kernel {t_kernel:.3f} ms", False
     choice = EPILOGUE if t_epilogue < t_kernel else KERNEL
     return choice, f"measured: GEMM + kernel {t_kernel:.3f} ms, epilogue {t_epilogue:.3f} ms", True
