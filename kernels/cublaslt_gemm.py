@@ -22,7 +22,10 @@ import numpy as np
 
 from .cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib
 
-EPILOGUES = {"bias": 4, "relu_bias": 6}         # cublasLtEpilogue_t: CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS
+# cublasLtEpilogue_t: CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS (the bias an input), _BGRADA, _BGRADB (the
+# "bias" an output: the sum of cuBLAS's A' or B' over the k dimension, the bias gradient of a Linear
+# layer computed by its weight-gradient GEMM)
+EPILOGUES = {"bias": 4, "relu_bias": 6, "bgrada": 256, "bgradb": 512}
 # cublasLtMatmulDescAttributes_t, cublasLtMatmulPreferenceAttributes_t
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
 _PREF_MAX_WORKSPACE = 1
@@ -40,6 +43,24 @@ def epilogue_refusal(args: GemmArguments, bias_shape, bias_strides, bias_dtype, 
         return f"{np.dtype(dtype)} data with a {np.dtype(bias_dtype)} bias (the epilogue is used for float16 and float32)"
     if tuple(bias_shape) != (args.m,) or (args.m > 1 and bias_strides[0] != np.dtype(dtype).itemsize):
         return "a bias that is not one contiguous row of the result's width"
+    return None
+
+
+def bgrad_kind(args: GemmArguments) -> str:
+    """The epilogue that sums the user's b operand (a @ b) over k: b is cuBLAS's A' when the result
+    is row-major (C^T = B^T A^T), its B' when the result is written transposed."""
+    return "bgrada" if args.first == "b" else "bgradb"
+
+
+def bgrad_refusal(args: GemmArguments, sum_shape, sum_strides, sum_dtype, dtype) -> str | None:
+    """Why cuBLASLt's bias-gradient epilogue cannot write sum(b, axis=0) of out = a @ b as it is, or None."""
+    if args.batch != 1:
+        return "a batched product (the epilogue is planned for 2-D products)"
+    if np.dtype(sum_dtype) != np.dtype(dtype) or np.dtype(dtype) not in (np.float16, np.float32):
+        return f"{np.dtype(dtype)} data with a {np.dtype(sum_dtype)} sum (the epilogue is used for float16 and float32)"
+    n = args.m if args.first == "b" else args.n
+    if tuple(sum_shape) != (n,) or (n > 1 and sum_strides[0] != np.dtype(dtype).itemsize):
+        return "a sum that is not one contiguous row of the result's width"
     return None
 
 
@@ -149,8 +170,9 @@ class _Plan:
 
 
 def run_epilogue_gemm(args: GemmArguments, a, b, bias, out, epilogue: str = "relu_bias") -> None:
-    """out[...] = relu(a @ b + bias) ("relu_bias") or a @ b + bias ("bias") on the current stream of
-    out's device: one cuBLASLt call, `args` from cublas_gemm.arguments_for (epilogue_refusal None)."""
+    """out[...] = relu(a @ b + bias) ("relu_bias") or a @ b + bias ("bias"); or out[...] = a @ b and
+    bias[...] = b.sum(axis=0) ("bgrada" / "bgradb", as bgrad_kind says): on the current stream of out's
+    device, one cuBLASLt call, `args` from cublas_gemm.arguments_for (epilogue_refusal or bgrad_refusal None)."""
     import cupy
     lt = _library()
     device = out.device.id

@@ -80,3 +80,53 @@ def test_an_epilogue_gemm_is_captured_into_a_graph():
     stream.synchronize()
     want = np.maximum(cp.asnumpy(x).astype(np.float64) @ cp.asnumpy(wt) + cp.asnumpy(b), 0)
     np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("transposed_out", [True, False])
+@pytest.mark.parametrize("m, k, n", [(64, 256, 32), (37, 70, 19), (784, 2048, 512)])
+def test_bias_gradient_epilogue_against_numpy(dtype, transposed_out, m, k, n):
+    """dW = x.T @ g and db = g.sum(axis=0) (a Linear layer's weight and bias gradients, k the batch),
+    by one GEMM with BGRADA (row-major dW) or BGRADB (dW written transposed, as the planner does)."""
+    import cupy as cp
+    from lazytensor.kernels.cublas_gemm import arguments_for
+    from lazytensor.kernels.cublaslt_gemm import bgrad_kind, bgrad_refusal, run_epilogue_gemm
+    rng = np.random.default_rng(m + k)
+    x = cp.asarray(rng.standard_normal((k, m)).astype(dtype))
+    g = cp.asarray(rng.standard_normal((k, n)).astype(dtype))
+    out = cp.empty((n, m), dtype).T if transposed_out else cp.empty((m, n), dtype)
+    total = cp.full(n, np.nan, dtype)
+    args, why = arguments_for(x.T, g, out)
+    assert args is not None, why
+    assert bgrad_refusal(args, total.shape, total.strides, total.dtype, out.dtype) is None
+    run_epilogue_gemm(args, x.T, g, total, out, bgrad_kind(args))
+    x64, g64 = cp.asnumpy(x).astype(np.float64), cp.asnumpy(g).astype(np.float64)
+    tol = TOL[dtype] * (4 if dtype == np.float16 else 1)
+    np.testing.assert_allclose(cp.asnumpy(out).astype(np.float64), x64.T @ g64, rtol=tol, atol=tol * 8 * np.sqrt(k))
+    np.testing.assert_allclose(cp.asnumpy(total).astype(np.float64), g64.sum(axis=0), rtol=tol, atol=tol * 8 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_a_linear_layers_gradients_with_the_epilogues_on(dtype):
+    """lt.grad of relu(x @ w.T + b) evaluated with the epilogues forced on (the forward by RELU_BIAS,
+    the bias gradient by BGRAD) against NumPy in float64."""
+    from lazytensor.plan import matmul_epilogue
+    rng = np.random.default_rng(9)
+    x, w, b, w2 = (rng.standard_normal(s).astype(dtype) for s in ((512, 96), (128, 96), (128,), (10, 128)))
+    tx, tw, tb, tw2 = (lt.asarray(v, device="cuda") for v in (x, w, b, w2))
+    matmul_epilogue.set_mode("on")
+    try:
+        h = lt.relu(tx @ tw.T + tb)
+        loss = (h @ tw2.T).astype(np.float32).sum()
+        grads = lt.grad(loss, [tw, tb])
+        text = str(lt.explain(list(grads), source=False))
+        gw, gb = (g.numpy().astype(np.float64) for g in lt.evaluate(*grads))
+    finally:
+        matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
+    assert "RELU_BIAS epilogue" in text and ("BGRADB epilogue" in text or "BGRADA epilogue" in text), text
+    x64, w64, b64, w264 = (v.astype(np.float64) for v in (x, w, b, w2))
+    z = x64 @ w64.T + b64
+    dz = np.ones((512, 10)) @ w264 * (z > 0)
+    tol = 3e-2 if dtype == np.float16 else 1e-4
+    np.testing.assert_allclose(gw, dz.T @ x64, rtol=tol, atol=tol * 30)
+    np.testing.assert_allclose(gb, dz.sum(axis=0), rtol=tol, atol=tol * 30)

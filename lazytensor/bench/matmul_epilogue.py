@@ -1,5 +1,11 @@
-"""`python -m lazytensor bench --device cuda --suite epilogue`: a Linear layer's forward, relu(x @ w.T + b),
-as the MLP step runs it (batch 8192, 784 -> 4096 and 4096 -> 4096, float32 and float16):
+"""`python -m lazytensor bench --device cuda --suite epilogue`: cuBLASLt's epilogues against the GEMM and
+the kernel after it (lazytensor.plan.matmul_epilogue).
+
+1. The whole MLP training step of the autodiff bench (lt.train_step, one CUDA graph) with the
+   epilogues off (GEMMs, relu kernels, bias-gradient reductions), on wherever cuBLASLt takes them
+   (RELU_BIAS forward, BGRAD in the weight-gradient GEMMs) and measured per shape (the default).
+2. A Linear layer's forward, relu(x @ w.T + b), as the MLP step runs it (batch 8192, 784 -> 4096 and
+   4096 -> 4096, float32 and float16):
 
 - the cuBLAS GEMM alone (what the forward costs at least when the ReLU is free);
 - the GEMM and lazytensor's fused bias + ReLU kernel after it (one round trip of the product);
@@ -50,11 +56,31 @@ def _rows(table, timer, torch, batch, k, n, dtype):
     cp.cuda.Device().synchronize()
 
 
+def _train_steps(table, timer, dtype):
+    from lazytensor.bench.autodiff import _mlp_model, mlp_loss
+    from lazytensor.plan import matmul_epilogue
+    case = f"MLP 784-4096-4096-10 lt.train_step, batch 8192, {np.dtype(dtype).name}"
+    for mode, name in (("off", "epilogues off: GEMMs, relu kernels, bias-gradient reductions"),
+                       ("on", "epilogues on: RELU_BIAS forward, BGRAD weight-gradient GEMMs"),
+                       ("measure", "lazytensor's choice per shape (the default)")):
+        matmul_epilogue.set_mode(mode)
+        model, x, labels = _mlp_model("cuda", dtype)
+        step = lt.train_step(model, mlp_loss, lt.nn.SGD(model.parameters(), lr=0.01))
+        table.add(case, name, timer(lambda: step(x, labels)))
+        if mode == "measure":
+            text = lt.explain(step, source=False)
+            table.notes += [f"{case}: " + line[:330] for line in text.splitlines() if "Matmul" in line]
+        del step, model
+    matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
+
+
 def run_epilogue_bench(print_fn=print) -> Table:
     from lazytensor.bench.autodiff import _timer, _torch
     torch = _torch("cuda")
-    table = Table("a Linear layer's forward on cuda: GEMM + fused kernel against cuBLASLt's epilogue",
-                  "cuBLAS GEMM + lazytensor's fused bias+ReLU kernel")
+    table = Table("cuBLASLt epilogues on cuda: a training step and a Linear layer's forward, against the GEMM and the "
+                  "kernel after it", "cuBLAS GEMM + lazytensor's fused bias+ReLU kernel")
+    for dtype in (np.float32, np.float16):
+        _train_steps(table, _timer("cuda"), dtype)
     for dtype in (np.float32, np.float16):
         for k, n in ((784, 4096), (4096, 4096)):
             _rows(table, _timer("cuda"), torch, 8192, k, n, dtype)

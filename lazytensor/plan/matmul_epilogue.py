@@ -1,5 +1,11 @@
-"""relu(a @ b + bias) on CUDA: the GEMM and the fused kernel after it, or ONE cuBLASLt GEMM whose
-epilogue adds the bias and applies the ReLU (kernels/cublaslt_gemm.py), chosen by measurement.
+"""A Linear layer's elementwise work around its GEMMs on CUDA, or cuBLASLt epilogues doing it in the
+GEMMs (kernels/cublaslt_gemm.py), chosen by measurement:
+- forward, relu(a @ b + bias): the GEMM and the fused kernel after it, or ONE GEMM whose RELU_BIAS
+  epilogue adds the bias and applies the ReLU;
+- backward, the bias gradient sum(g, axis=0) beside the weight gradient a @ g (lt.grad of a Linear
+  layer gives both, over the same g): a reduction step reading g, or the weight-gradient GEMM's
+  BGRADA/BGRADB epilogue, which sums g over the GEMM's k dimension as it reads it (float32
+  accumulation, as the GEMM's; the reduction step accumulates float32 data in float64).
 
 A site is a relu over `matmul(a, b) + bias` (a Linear layer and its ReLU: the bias one row of the
 product's width, of its dtype) whose product and sum nothing else in the plan reads: the epilogue
@@ -21,7 +27,7 @@ import numpy as np
 
 from lazytensor.plan.measured_choice import MeasuredChoices, device_name
 
-EPILOGUE = "cuBLASLt GEMM with the RELU_BIAS epilogue"
+EPILOGUE = "cuBLASLt GEMM with its epilogue"
 KERNEL = "cuBLAS GEMM + the fused kernel after it"
 DEFAULT_MODE = os.environ.get("LAZYTENSOR_MATMUL_EPILOGUE", "measure")
 MODE = DEFAULT_MODE             # "measure", "on" or "off"
@@ -45,12 +51,15 @@ def _valid(value) -> bool:
 _CHOICES = MeasuredChoices("matmul_epilogue.json", _valid, (KERNEL, "LAZYTENSOR_CBR_TUNE=0: not timed"))
 
 
-def epilogue_sites(roots) -> dict:
-    """id(matmul node) -> (relu node, bias node) for every site below `roots` (the expressions of
-    one plan): relu(matmul(a, b) + bias) whose product and sum have no other reader. Only heavy
-    nodes are walked (a matmul is heavy, and so is everything above one)."""
+def epilogue_sites(roots) -> tuple:
+    """({id(matmul node): (relu node, bias node)}, {id(matmul node): reduce node}) below `roots` (the
+    expressions of one plan). The first: relu(matmul(a, b) + bias) whose product and sum have no
+    other reader. The second: a weight gradient `matmul(a, g)` and a bias gradient `sum(g, axis=0)`
+    of the same g (lt.grad of a Linear layer gives both), so that the GEMM's BGRAD epilogue writes
+    the sum. Only heavy nodes are walked (a matmul and a reduction are heavy, and so is everything
+    above one)."""
     parents: dict = {}
-    relus, seen = [], set()
+    relus, matmuls, sums, seen = [], [], {}, set()
     stack = [r for r in roots if getattr(r, "heavy", False)]
     for r in stack:
         parents[id(r)] = parents.get(id(r), 0) + 1         # a result reads its root
@@ -61,16 +70,32 @@ def epilogue_sites(roots) -> dict:
         seen.add(id(node))
         if node.op == "relu":
             relus.append(node)
+        elif node.op == "matmul":
+            matmuls.append(node)
+        elif node.op == "reduce" and _column_sum(node):
+            sums[id(node.args[0])] = node
         for a in node.args:
             if getattr(a, "heavy", False):
                 parents[id(a)] = parents.get(id(a), 0) + 1
                 stack.append(a)
-    sites = {}
+    relu_sites = {}
     for relu in relus:
         site = _site(relu, parents)
         if site is not None:
-            sites[id(site[0])] = (relu, site[1])
-    return sites
+            relu_sites[id(site[0])] = (relu, site[1])
+    bgrad_sites = {}
+    for mm in matmuls:
+        total = sums.get(id(mm.args[1]))
+        if (total is not None and id(mm) not in relu_sites and len(mm.shape) == 2 and len(mm.args[0].shape) == 2
+                and total.dtype == mm.dtype):
+            bgrad_sites[id(mm)] = total
+    return relu_sites, bgrad_sites
+
+
+def _column_sum(node) -> bool:
+    spec = node.attrs
+    return (spec.kind == "sum" and tuple(spec.axes) == (0,) and len(spec.in_shape) == 2
+            and node.dtype == node.args[0].dtype and node.dtype.kind == "f")
 
 
 def _site(relu, parents):
@@ -91,18 +116,19 @@ def available(backend) -> bool:
     return backend.name == "cuda"
 
 
-def choose(gemm, out, trials) -> tuple:
+def choose(gemm, out, trials, kind: str = "relu_bias") -> tuple:
     """-> (EPILOGUE or KERNEL, a note with the measured times or why none were taken). trials() ->
-    (run_kernel, run_epilogue), each enqueuing one product its way on the current stream."""
+    (run_kernel, run_epilogue), each enqueuing one product its way on the current stream; kind: the
+    epilogue ("relu_bias", or "bgrada" / "bgradb": the bias gradient, where KERNEL is a reduction step)."""
     if MODE == "on":
         return EPILOGUE, "LAZYTENSOR_MATMUL_EPILOGUE=on: not timed"
     if MODE == "off":
         return KERNEL, "LAZYTENSOR_MATMUL_EPILOGUE=off: not timed"
-    return _CHOICES.choose(_key(gemm, out), lambda: _measure(*trials()))
+    return _CHOICES.choose(_key(gemm, out, kind), lambda: _measure(*trials()))
 
 
-def _key(gemm, out) -> str:
-    return f"{device_name(out.device.id)}|{out.dtype.name}|{tuple(gemm)}"
+def _key(gemm, out, kind) -> str:
+    return f"{device_name(out.device.id)}|{kind}|{out.dtype.name}|{tuple(gemm)}"
 
 
 def _measure(run_kernel, run_epilogue):

@@ -9,9 +9,9 @@ it is chosen).
 from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.core.expr import apply
+from lazytensor.core.expr import Expr, apply
 from lazytensor.kernels.cublas_gemm import arguments_for
-from lazytensor.kernels.cublaslt_gemm import epilogue_refusal, run_epilogue_gemm
+from lazytensor.kernels.cublaslt_gemm import bgrad_kind, bgrad_refusal, epilogue_refusal, run_epilogue_gemm
 from lazytensor.kernels.matmul import run_matmul
 from lazytensor.plan import matmul_epilogue
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, elementwise_steps, materialized, may_overlap
@@ -21,19 +21,20 @@ class MatmulStep:
     """out = a @ b (np.matmul semantics; a, b and out of one dtype). On CUDA, `gemm` holds cuBLAS's
     arguments where cuBLAS takes the arrays as they are (lazytensor.kernels.cublas_gemm: no
     allocation in the call, so the step can be captured), else None and `why` says why not.
-    With `bias` (a relu(a @ b + bias) site, lazytensor.plan.matmul_epilogue): out = relu(a @ b + bias)
-    by one cuBLASLt GEMM with the RELU_BIAS epilogue. `epilogue` says what was chosen for a site, and why."""
-    __slots__ = ("backend", "a", "b", "out", "note", "gemm", "why", "bias", "epilogue")
+    `kind` names a cuBLASLt epilogue (lazytensor.plan.matmul_epilogue): "relu_bias", out =
+    relu(a @ b + bias), `bias` its input; "bgrada" / "bgradb", out = a @ b and `bias` (an output)
+    = b.sum(axis=0). `epilogue` says what was chosen for a site, and why."""
+    __slots__ = ("backend", "a", "b", "out", "note", "gemm", "why", "bias", "kind", "epilogue")
 
-    def __init__(self, backend, a, b, out, note="", bias=None, epilogue=""):
+    def __init__(self, backend, a, b, out, note="", bias=None, kind="", epilogue=""):
         self.backend, self.a, self.b, self.out, self.note = backend, a, b, out, note
         # The arguments depend on shapes and strides only, which a recipe's signature fixes.
-        self.gemm, self.why = arguments_for(a, b, out) if backend.name == "cuda" or bias is not None else (None, None)
-        self.bias, self.epilogue = bias, epilogue
+        self.gemm, self.why = arguments_for(a, b, out) if backend.name == "cuda" or kind else (None, None)
+        self.bias, self.kind, self.epilogue = bias, kind, epilogue
 
     def run(self):
-        if self.bias is not None:
-            run_epilogue_gemm(self.gemm, self.a, self.b, self.bias, self.out)
+        if self.kind:
+            run_epilogue_gemm(self.gemm, self.a, self.b, self.bias, self.out, self.kind)
         else:
             run_matmul(self.backend.name, self.a, self.b, self.out, self.gemm)
 
@@ -53,12 +54,16 @@ class MatmulStep:
             how = f"cuBLAS {'strided batched ' if self.gemm.batch > 1 else ''}GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
         else:
             how = f"cupy.matmul (cuBLAS; not called directly for {self.why})"
-        if self.bias is not None:
+        if self.kind:
             how = f"cuBLASLt GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
+        if self.kind == "relu_bias":
             after = (f"relu(a @ b + bias) by the GEMM's RELU_BIAS epilogue, bias {self.bias.shape}: the activation "
                      f"is written once, nothing reads the product back ({self.epilogue})")
+        elif self.kind:
+            after = (f"and the bias gradient b.sum(axis=0) {self.bias.shape} by the GEMM's {self.kind.upper()} "
+                     f"epilogue, summing b as the GEMM reads it: no reduction step ({self.epilogue})")
         elif self.epilogue:
-            after = f"no cuBLASLt epilogue for relu(a @ b + bias): {self.epilogue}; it runs in the next fused kernel"
+            after = self.epilogue
         else:
             after = "no cuBLASLt epilogue: elementwise work on the result runs in the next fused kernel"
         text = (f"Matmul on {self.backend.name}: {self.a.shape} @ {self.b.shape} -> {self.out.shape} "
@@ -95,7 +100,7 @@ def _build_matmul(node, backend, cut, out):
     direct = (out is not None and not any(may_overlap(out, t.data) for t in (a, b))
               and (backend.name == "cpu" or out.flags.c_contiguous or arguments_for(a.data, b.data, out)[0] is not None))
     y = out if direct else backend.empty(tuple(node.shape), node.dtype)
-    steps.append(MatmulStep(backend, a.data, b.data, y, epilogue=why))
+    steps.append(_product_step(node, a, b, y, backend, cut, why))
     if out is not None and not direct:
         steps.append(copy_step(backend, y, out, "copy the matmul's result into the destination"))
     return steps, _tensor.Tensor(y, node.device)
@@ -114,12 +119,13 @@ def _with_epilogue(node, site, a, b, backend, cut, steps):
         out = backend.empty(tuple(node.shape), node.dtype)
     gemm, why = arguments_for(a.data, b.data, out)
     why = why or epilogue_refusal(gemm, bias.data.shape, bias.data.strides, bias.dtype, out.dtype)
+    said = "no cuBLASLt epilogue for relu(a @ b + bias): {}; it runs in the next fused kernel"
     if why:
-        return None, f"cuBLASLt does not take it as it is ({why})"
+        return None, said.format(f"cuBLASLt does not take it as it is ({why})")
     choice, note = matmul_epilogue.choose(gemm, out, lambda: _trials(node, a, b, bias, backend))
     if choice != matmul_epilogue.EPILOGUE:
-        return None, f"{matmul_epilogue.KERNEL} ({note})"
-    step = MatmulStep(backend, a.data, b.data, out, bias=bias.data, epilogue=note)
+        return None, said.format(f"{matmul_epilogue.KERNEL} ({note})")
+    step = MatmulStep(backend, a.data, b.data, out, bias=bias.data, kind="relu_bias", epilogue=note)
     steps.append(step)
     result = _tensor.Tensor(out, node.device)
     cut.memo[id(relu)] = result
@@ -134,11 +140,49 @@ def _trials(node, a, b, bias, backend):
     plain = MatmulStep(backend, a.data, b.data, product)
     kernel = elementwise_steps(apply("relu", apply("add", _tensor.Tensor(product, node.device), bias)),
                                activation, backend)
-    fused = MatmulStep(backend, a.data, b.data, activation, bias=bias.data)
+    fused = MatmulStep(backend, a.data, b.data, activation, bias=bias.data, kind="relu_bias")
 
     def run_kernel():
         plain.run()
         for s in kernel:
+            s.run()
+    return run_kernel, fused.run
+
+
+def _product_step(node, a, b, out, backend, cut, said, note=""):
+    """The MatmulStep writing out = a @ b; where the plan also sums b over its rows (a Linear layer's
+    bias gradient beside its weight gradient: matmul_epilogue's bgrad sites) and that measures faster,
+    the same GEMM writes the sum by its BGRAD epilogue, and the reduction node reads it (`cut.memo`)."""
+    total = getattr(cut, "bgrads", {}).get(id(node))
+    if total is None or id(total) in cut.memo:
+        return MatmulStep(backend, a.data, b.data, out, note, epilogue=said)
+    said = "no cuBLASLt epilogue for the bias gradient b.sum(axis=0): {}; a reduction step computes it"
+    gemm, why = arguments_for(a.data, b.data, out)
+    summed = backend.empty(tuple(total.shape), total.dtype)
+    why = why or bgrad_refusal(gemm, summed.shape, summed.strides, summed.dtype, out.dtype)
+    if why:
+        return MatmulStep(backend, a.data, b.data, out, note, epilogue=said.format(f"cuBLASLt does not take it as it is ({why})"))
+    kind = bgrad_kind(gemm)
+    choice, how = matmul_epilogue.choose(gemm, out, lambda: _bgrad_trials(total, a, b, out, backend, kind), kind)
+    if choice != matmul_epilogue.EPILOGUE:
+        return MatmulStep(backend, a.data, b.data, out, note, epilogue=said.format(f"{matmul_epilogue.KERNEL} ({how})"))
+    cut.memo[id(total)] = _tensor.Tensor(summed, total.device)
+    return MatmulStep(backend, a.data, b.data, out, note, bias=summed, kind=kind, epilogue=how)
+
+
+def _bgrad_trials(total, a, b, out, backend, kind):
+    """(run_kernel, run_epilogue) for a bias-gradient site: the GEMM and the reduction step, or the
+    GEMM with its BGRAD epilogue, each into temporaries of its own."""
+    product = backend.empty(out.shape, out.dtype)
+    summed = backend.empty(tuple(total.shape), total.dtype)
+    plain = MatmulStep(backend, a.data, b.data, product)
+    node = Expr("reduce", (b,), total.shape, total.dtype, total.device, True, total.attrs)
+    reduction, _ = HEAVY["reduce"](node, backend, lambda n: n, summed)
+    fused = MatmulStep(backend, a.data, b.data, product, bias=summed, kind=kind)
+
+    def run_kernel():
+        plain.run()
+        for s in reduction:
             s.run()
     return run_kernel, fused.run
 
@@ -173,7 +217,7 @@ def _build_transposed_matmul(node, backend, cut, out):
     product = y.swapaxes(-1, -2)                    # x's shape, written through the transposed view
     if backend.name != "cpu" and arguments_for(a.data, b.data, product)[0] is None:
         return _build_view(node, backend, cut, out)  # cupy.matmul writes contiguous results only
-    steps.append(MatmulStep(backend, a.data, b.data, product, note="computed transposed, as it is read"))
+    steps.append(_product_step(x, a, b, product, backend, cut, "", note="computed transposed, as it is read"))
     memo[id(x)] = _tensor.Tensor(product, x.device)
     return steps, _tensor.Tensor(y, node.device)
 

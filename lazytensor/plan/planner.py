@@ -210,8 +210,8 @@ def _heavy(root, out, backend) -> list:
             return steps
     steps: list = []
     cut = cutter(steps, backend)
-    if available(backend):              # relu(a @ b + bias) may be one cuBLASLt GEMM, written into out
-        cut.epilogues = epilogue_sites([root])
+    if available(backend):              # cuBLASLt epilogues: relu(a @ b + bias) (written into out), bias gradients
+        cut.epilogues, cut.bgrads = epilogue_sites([root])
         cut.root_out = (root, out)
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
         args = [cut(a) for a in root.args]

@@ -48,8 +48,8 @@ def plan_several(pairs, backend) -> list:
     patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
     cut = cutter(steps, backend)
-    if available(backend):              # relu(a @ b + bias) may be one cuBLASLt GEMM (plan.matmul_epilogue)
-        cut.epilogues = epilogue_sites([node for _, node in pairs])
+    if available(backend):              # cuBLASLt epilogues (plan.matmul_epilogue): relu(a @ b + bias), bias gradients
+        cut.epilogues, cut.bgrads = epilogue_sites([node for _, node in pairs])
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
     # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
     viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
