@@ -148,6 +148,9 @@ def emulated_epilogue(monkeypatch):
     from lazytensor.plan import planner, several
     monkeypatch.setattr(planner, "available", lambda backend: True)
     monkeypatch.setattr(several, "available", lambda backend: True)
+    monkeypatch.setattr(matmul_epilogue._CHOICES, "memory", {})        # choices of this test only,
+    monkeypatch.setattr(matmul_epilogue._CHOICES.disk, "get", lambda key: None)   # none from or to the disk
+    monkeypatch.setattr(matmul_epilogue._CHOICES.disk, "put", lambda key, value: None)
     recipes.clear()                 # plans kept from other tests were made without sites
     yield calls
     recipes.clear()
@@ -208,8 +211,9 @@ def test_training_steps_with_the_epilogue_equal_the_plain_plan(emulated_epilogue
 def test_the_measured_way_runs_and_explain_shows_the_times(emulated_epilogue, monkeypatch, faster):
     timed = []
 
-    def measure(run_kernel, run_epilogue):
-        run_kernel(), run_epilogue()            # both ways run (on temporaries of their own)
+    def measure(run_kernel, run_epilogue, check):
+        run_kernel(), run_epilogue()            # both ways run (on operands and outputs of their own)
+        assert check() is None                  # and agree
         timed.append(faster)
         return faster, "measured: GEMM + kernel 1.000 ms, epilogue 0.900 ms", False
     matmul_epilogue.set_mode("measure")
@@ -229,3 +233,36 @@ def test_the_measured_way_runs_and_explain_shows_the_times(emulated_epilogue, mo
     y[...] = lt.relu(tx @ tw.T + tb)
     np.testing.assert_allclose(y.numpy(), np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
     assert len(timed) == 1
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_trials_run_the_plans_layouts_and_a_wrong_epilogue_is_not_taken(emulated_epilogue, monkeypatch, broken):
+    """The timed trials run both ways on random operands of the plan's layouts (a weight gradient
+    written transposed stays so: BGRADB, as in the plan) and compare their results: an epilogue that
+    gives other numbers (here an emulation summing the wrong operand) is not taken, whatever its time."""
+    from lazytensor.kernels import cuda_timing
+    times = iter([1.0, 0.5] * 20)               # the kernel way, then the epilogue: the epilogue is faster
+    monkeypatch.setattr(cuda_timing, "burst_ms", lambda fn, **kw: (fn(), next(times))[1])
+    monkeypatch.setattr(matmul_epilogue, "_key", lambda gemm, out, kind: f"test|{broken}|{kind}|{tuple(gemm)}")
+    if broken:
+        def wrong(args, a, b, bias, out, epilogue="relu_bias"):
+            emulate_epilogue(args, a, b, bias, out, epilogue)
+            if epilogue.startswith("bgrad"):
+                bias[...] = np.asarray(b)[0]        # the first row, not the sum
+        monkeypatch.setattr(matmul_plan, "run_epilogue_gemm", wrong)
+    matmul_epilogue.set_mode("measure")
+    rng = np.random.default_rng(7)
+    x, w, b = (lt.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((16, 12), (8, 12), (8,)))
+    loss = (lt.tanh(x @ w.T + b) * 3.0).sum()
+    gw, gb = lt.grad(loss, [w, b])
+    text = str(lt.explain([gw, gb], source=False))
+    if broken:
+        assert "cuBLASLt's epilogue is not used: its result differed from the GEMM and kernel's" in text, text
+        assert "a reduction step computes it" in text, text
+    else:
+        assert "BGRADB epilogue" in text and "the same numbers" in text, text
+    got_w, got_b = (v.numpy() for v in lt.evaluate(gw, gb))
+    x64, w64, b64 = (v.numpy().astype(np.float64) for v in (x, w, b))
+    dz = 3.0 * (1 - np.tanh(x64 @ w64.T + b64) ** 2)
+    np.testing.assert_allclose(got_w, dz.T @ x64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_b, dz.sum(axis=0), rtol=1e-4, atol=1e-4)

@@ -118,25 +118,41 @@ def available(backend) -> bool:
 
 def choose(gemm, out, trials, kind: str = "relu_bias") -> tuple:
     """-> (EPILOGUE or KERNEL, a note with the measured times or why none were taken). trials() ->
-    (run_kernel, run_epilogue), each enqueuing one product its way on the current stream; kind: the
-    epilogue ("relu_bias", or "bgrada" / "bgradb": the bias gradient, where KERNEL is a reduction step)."""
+    (run_kernel, run_epilogue, check): each run enqueues one product its way on the current stream
+    (on random operands of the plan's layouts, into outputs of their own), check() says why their
+    results differ, or None. kind: the epilogue ("relu_bias", or "bgrada" / "bgradb": the bias
+    gradient, where KERNEL is a reduction step)."""
     if MODE == "on":
         return EPILOGUE, "LAZYTENSOR_MATMUL_EPILOGUE=on: not timed"
     if MODE == "off":
         return KERNEL, "LAZYTENSOR_MATMUL_EPILOGUE=off: not timed"
-    return _CHOICES.choose(_key(gemm, out, kind), lambda: _measure(*trials()))
+    return _CHOICES.choose(_key(gemm, out, kind), lambda: _measured(trials))
 
 
 def _key(gemm, out, kind) -> str:
     return f"{device_name(out.device.id)}|{kind}|{out.dtype.name}|{tuple(gemm)}"
 
 
-def _measure(run_kernel, run_epilogue):
+def _measured(trials):
+    try:
+        run_kernel, run_epilogue, check = trials()
+    except ValueError as e:                 # no trial operands of these layouts: not kept on disk
+        return KERNEL, f"not timed: {e}", False
+    return _measure(run_kernel, run_epilogue, check)
+
+
+def _measure(run_kernel, run_epilogue, check):
+    """Both ways timed, then their results compared: an epilogue is taken only where it is faster and
+    gives the GEMM and kernel's numbers (cuBLASLt's algorithms differ per shape and version)."""
     from lazytensor.kernels.cuda_timing import burst_ms
     t_kernel = burst_ms(run_kernel, bursts=3, burst=5, warmup=2)
     try:
         t_epilogue = burst_ms(run_epilogue, bursts=3, burst=5, warmup=2)
     except (RuntimeError, OSError) as e:    # cuBLASLt refused (no algorithm, a status): not kept on disk
         return KERNEL, f"cuBLASLt failed: {e}; GEMM + kernel {t_kernel:.3f} ms", False
+    times = f"GEMM + kernel {t_kernel:.3f} ms, epilogue {t_epilogue:.3f} ms"
+    wrong = check()
+    if wrong is not None:                   # not kept on disk: measured again by the next process
+        return KERNEL, f"cuBLASLt's epilogue is not used: {wrong}; {times}", False
     choice = EPILOGUE if t_epilogue < t_kernel else KERNEL
-    return choice, f"measured: GEMM + kernel {t_kernel:.3f} ms, epilogue {t_epilogue:.3f} ms", True
+    return choice, f"measured: {times}, the same numbers", True

@@ -8,6 +8,8 @@ it is chosen).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr, apply
 from lazytensor.kernels.cublas_gemm import arguments_for
@@ -133,20 +135,21 @@ def _with_epilogue(node, site, a, b, backend, cut, steps):
 
 
 def _trials(node, a, b, bias, backend):
-    """(run_kernel, run_epilogue): the two ways to time, writing temporaries of their own (timing
-    happens while planning, before any step ran: the destination is left alone)."""
-    product = backend.empty(tuple(node.shape), node.dtype)
-    activation = backend.empty(tuple(node.shape), node.dtype)
-    plain = MatmulStep(backend, a.data, b.data, product)
-    kernel = elementwise_steps(apply("relu", apply("add", _tensor.Tensor(product, node.device), bias)),
+    """(run_kernel, run_epilogue, check) for a relu site: the two ways, each on random operands of the
+    plan's layouts and into outputs of its own (timing happens while planning: the destination and the
+    plan's arrays are left alone); check() compares the two results."""
+    x, y, z = (_random_like(backend, t.data, seed) for seed, t in enumerate((a, b, bias)))
+    product, activation, fused_out = (_empty_like(backend, node.shape, node.dtype) for _ in range(3))
+    plain = MatmulStep(backend, x, y, product)
+    kernel = elementwise_steps(apply("relu", apply("add", _tensor.Tensor(product, node.device), _tensor.Tensor(z, node.device))),
                                activation, backend)
-    fused = MatmulStep(backend, a.data, b.data, activation, bias=bias.data, kind="relu_bias")
+    fused = MatmulStep(backend, x, y, fused_out, bias=z, kind="relu_bias")
 
     def run_kernel():
         plain.run()
         for s in kernel:
             s.run()
-    return run_kernel, fused.run
+    return run_kernel, fused.run, lambda: _differs(backend, [(activation, fused_out)], x.shape[-1])
 
 
 def _product_step(node, a, b, out, backend, cut, said, note=""):
@@ -171,20 +174,56 @@ def _product_step(node, a, b, out, backend, cut, said, note=""):
 
 
 def _bgrad_trials(total, a, b, out, backend, kind):
-    """(run_kernel, run_epilogue) for a bias-gradient site: the GEMM and the reduction step, or the
-    GEMM with its BGRAD epilogue, each into temporaries of its own."""
-    product = backend.empty(out.shape, out.dtype)
-    summed = backend.empty(tuple(total.shape), total.dtype)
-    plain = MatmulStep(backend, a.data, b.data, product)
-    node = Expr("reduce", (b,), total.shape, total.dtype, total.device, True, total.attrs)
+    """(run_kernel, run_epilogue, check) for a bias-gradient site: the GEMM and the reduction step, or
+    the GEMM with its BGRAD epilogue, on random operands of the plan's layouts, into outputs of the
+    plan's layouts of their own; check() compares the two."""
+    x, y = (_random_like(backend, t.data, seed) for seed, t in enumerate((a, b)))
+    product, fused_out = (_empty_like(backend, out.shape, out.dtype, out) for _ in range(2))
+    summed, fused_sum = (backend.empty(tuple(total.shape), total.dtype) for _ in range(2))
+    plain = MatmulStep(backend, x, y, product)
+    node = Expr("reduce", (_tensor.Tensor(y, total.device),), total.shape, total.dtype, total.device, True, total.attrs)
     reduction, _ = HEAVY["reduce"](node, backend, lambda n: n, summed)
-    fused = MatmulStep(backend, a.data, b.data, product, bias=summed, kind=kind)
+    fused = MatmulStep(backend, x, y, fused_out, bias=fused_sum, kind=kind)
+    if fused.gemm is None or bgrad_kind(fused.gemm) != kind:
+        raise ValueError(f"the trial's layouts differ from the plan's ({fused.gemm})")   # a bug: never time the wrong call
 
     def run_kernel():
         plain.run()
         for s in reduction:
             s.run()
-    return run_kernel, fused.run
+    return run_kernel, fused.run, lambda: _differs(backend, [(product, fused_out), (summed, fused_sum)], y.shape[0])
+
+
+def _empty_like(backend, shape, dtype, like=None):
+    """A new array of `like`'s layout (a transposed view stays one: the GEMM's arguments are the same)."""
+    if like is not None and like.ndim == 2 and not like.flags.c_contiguous and like.T.flags.c_contiguous:
+        return backend.empty(tuple(shape)[::-1], dtype).T
+    return backend.empty(tuple(shape), dtype)
+
+
+def _random_like(backend, a, seed):
+    """Random values (standard normal) in an array of a's shape, dtype and layout."""
+    host = np.random.default_rng(seed).standard_normal(a.shape).astype(a.dtype)
+    if a.ndim == 2 and not a.flags.c_contiguous and a.T.flags.c_contiguous:
+        return backend.asarray(np.ascontiguousarray(host.T)).T
+    out = backend.empty(a.shape, a.dtype) if a.flags.c_contiguous else None
+    if out is None:         # another layout (padded rows): the GEMM's leading dimension would differ
+        raise ValueError("no trial operand of this layout")
+    out[...] = backend.asarray(host)
+    return out
+
+
+def _differs(backend, pairs, k) -> str | None:
+    """Why the epilogue's results differ from the GEMM and its kernel's (pairs: (kernel's, epilogue's)),
+    or None when they agree to the rounding of sums of k products of standard normal values."""
+    for want, got in pairs:
+        w = backend.to_host(want).astype(np.float64)
+        g = backend.to_host(got).astype(np.float64)
+        rel = 2e-2 if want.dtype == np.float16 else 1e-4
+        worst = np.abs(w - g).max(initial=0.0)
+        if not np.isfinite(g).all() or not worst <= rel * (np.abs(w).max(initial=0.0) + np.sqrt(k)):
+            return f"its result differed from the GEMM and kernel's on random operands (by up to {worst:.3g})"
+    return None
 
 
 HEAVY["matmul"] = _build_matmul
