@@ -76,6 +76,10 @@ from lazytensor.nn.train_step import TrainStep, train_step
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
+# The fused CBR backward inside one plan with its forward (a recorded training step, issue 12): nodes
+# that stand for the forward's saved results, and their planner.
+from lazytensor.plan import forward_saved_plan as _forward_saved_plan  # noqa: F401  (registers their builder)
+
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",

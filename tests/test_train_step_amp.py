@@ -93,3 +93,14 @@ def test_amp_needs_a_float16_model():
         lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1), amp=True)
     with pytest.raises(ValueError, match="growth_factor > 1"):
         lt.nn.LossScaler(growth_factor=0.5)
+
+
+def test_found_inf_is_one_reduction_per_gradient_shape():
+    # conv_net's gradients: the conv weight, BatchNorm's gamma and beta (one shape), the Linear's
+    # weight and bias: 5 gradients, 4 shapes, so 4 `any` reductions, not 5
+    model, opt, step = amp_step(conv_net)
+    step(*batches(1, batch=8)[0])
+    shapes = {tuple(p.shape) for p in model.parameters()}
+    assert len(model.parameters()) == 5 and len(shapes) == 4
+    described = [s.describe(source=False) for s in step.last.plan.steps]
+    assert sum(d.startswith("FusedReduction") and " any over " in d for d in described) == len(shapes)

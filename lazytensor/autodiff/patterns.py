@@ -19,6 +19,12 @@ gradients to those operands' and skips the nodes between the root and those oper
 consumed them). Gradients that are never used are never evaluated, so a pattern may return them
 all (the first layer's dX then plans no dgrad). Modules of patterns register themselves when
 lazytensor.autodiff is imported (its __init__ imports each patterns_*.py).
+
+For lt.explain, a pattern may also have
+    describe(node, grad, wanted) -> str   what gradients() builds for a root it took;
+    declined(node) -> str or None         for a node the per-op rules take, why the pattern did not
+                                          (the CBR pattern: a training batch_norm it could not take).
+The reverse pass keeps both in Gradients.paths.
 """
 BACKWARD_PATTERNS: list = []
 
@@ -28,4 +34,13 @@ def matching_pattern(node):
     for pattern in BACKWARD_PATTERNS:
         if pattern.match(node):
             return pattern
+    return None
+
+
+def declined(node):
+    """Why no pattern took `node`, where a pattern says (else None)."""
+    for pattern in BACKWARD_PATTERNS:
+        why = getattr(pattern, "declined", lambda n: None)(node)
+        if why is not None:
+            return why
     return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.autodiff.origin import as_computed
-from lazytensor.autodiff.patterns import matching_pattern
+from lazytensor.autodiff.patterns import declined, matching_pattern
 from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
 from lazytensor.autodiff.rules_views import sum_to, view_gradient
 from lazytensor.core.expr import Const, Expr, astype
@@ -36,9 +36,13 @@ class Gradients(tuple):
       stops: (node, argument index, why) for each place where a gradient path to an input ends at
              an op without a gradient;
       untouched: the tensors the output reads that are neither inputs nor views of one: nothing
-             was built for them."""
+             was built for them;
+      paths: (node, what) for each root a backward pattern took (the fused CBR backward: which
+             form, where stage 1 reads the forward's saved results, whether dgrad is planned) and
+             each node the per-op rules took where a pattern says why it did not."""
     stops: tuple
     untouched: tuple
+    paths: tuple
 
 
 def grad(output, inputs, grad_output=None):
@@ -75,6 +79,7 @@ def _grad(output, inputs, grad_output):
     pending = {id(output): [seed]}
     found = {}
     stops = []
+    paths = []
     for node in reversed(order):
         contributions = pending.pop(id(node), None)
         if contributions is None:
@@ -93,10 +98,14 @@ def _grad(output, inputs, grad_output):
             # A whole subgraph at once (the fused CBR backward): its inputs get their gradients,
             # the nodes it consumed get none from this root.
             wanted = [n for n in _pattern_operands(node) if reaches[id(n)]]
+            paths.append((node, pattern.describe(node, g, wanted)))
             for operand, d in pattern.gradients(node, g, wanted=wanted).items():
                 if d is not None and reaches.get(id(operand), False):
                     pending.setdefault(id(operand), []).append(d)
             continue
+        why = declined(node)
+        if why is not None:
+            paths.append((node, why))
         rule = GRADIENTS.get(node.op)
         if rule is None:
             raise NotImplementedError(f"lt.grad: no gradient rule for the op {node.op!r}, which lies between the "
@@ -110,6 +119,7 @@ def _grad(output, inputs, grad_output):
             pending.setdefault(id(arg), []).append(d)
     result = Gradients(found[id(x)] if id(x) in found else _zeros(x) for x in inputs)
     result.stops = tuple(stops)
+    result.paths = tuple(paths)
     result.untouched = tuple(n for n in order if isinstance(n, Tensor) and not reaches[id(n)])
     return result[0] if single else result
 

@@ -47,9 +47,18 @@ class LossScaler:
     def unscaled(self, grads) -> tuple:
         """-> (the gradients divided by the scale, in float32; found_inf: an expression, True where
         any element of any gradient is inf or NaN)."""
-        found = None
+        # One reduction per gradient shape, over all the gradients of that shape at once (a BatchNorm's
+        # dgamma and dbeta, the convolutions of one shape): the same booleans as one per gradient, in
+        # far fewer launches (VGG16-BN: 45 gradients, 17 shapes; ResNet-50: 161 gradients, 28 shapes).
+        by_shape: dict = {}
         for g in grads:
-            bad = any_(~isfinite(g))
+            by_shape.setdefault(tuple(g.shape), []).append(g)
+        found = None
+        for group in by_shape.values():
+            bad = ~isfinite(group[0])
+            for g in group[1:]:
+                bad = bad | ~isfinite(g)
+            bad = any_(bad)
             found = bad if found is None else found | bad
         inverse = 1.0 / self.scale
         return [g.astype(_F32) * inverse for g in grads], found

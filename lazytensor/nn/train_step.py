@@ -46,10 +46,11 @@ _MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second p
 class PlannedStep:
     """The recorded step for one input signature: the static input buffers, the loss's
     destination and the recorded plan that writes it and every parameter and state."""
-    __slots__ = ("x", "labels", "loss", "plan", "results", "calls")
+    __slots__ = ("x", "labels", "loss", "plan", "results", "calls", "backward")
 
-    def __init__(self, x, labels, loss, plan, results):
+    def __init__(self, x, labels, loss, plan, results, backward=()):
         self.x, self.labels, self.loss, self.plan, self.results = x, labels, loss, plan, results
+        self.backward = tuple(backward)     # what lt.grad decided per Conv-BN block (Gradients.paths), as text
         self.calls = 1
 
 
@@ -118,17 +119,20 @@ class TrainStep:
         loss_out = empty(tuple(loss.shape), loss.dtype, self.device)
         if self.amp:
             scaler = self.scaler
-            grads, found = scaler.unscaled(grad(scaler.scaled(loss), self.optimizer.params))
+            grads = grad(scaler.scaled(loss), self.optimizer.params)
+            backward = [what for _, what in grads.paths]
+            grads, found = scaler.unscaled(grads)
             updates = scaler.guarded(self.optimizer.updates(grads), found) + scaler.updates(found)
             del found
         else:
             grads = grad(loss, self.optimizer.params)
+            backward = [what for _, what in grads.paths]
             updates = self.optimizer.updates(grads)
         del grads
         pairs = [(loss_out, loss)] + updates
         del updates
         plan = RecordedAssignment(pairs, "train_step")
-        return PlannedStep(xs, ys, loss_out, plan, len(pairs))
+        return PlannedStep(xs, ys, loss_out, plan, len(pairs), backward)
 
     # -- lt.explain(step) ----------------------------------------------------------------------
     def explanation(self, source: bool = True):
@@ -153,6 +157,11 @@ class TrainStep:
                   f"every parameter and optimizer state) as one simultaneous assignment; batch_norm's running "
                   f"statistics by its commit steps; {planned.calls} calls of this plan, "
                   f"{planned.calls - 1} of them re-running the recorded steps (no expression built, nothing planned)"]
+        fused = sum(what.startswith("fused CBR backward") for what in planned.backward)
+        if planned.backward:
+            before.append(f"backward: {fused} of {len(planned.backward)} Conv-BN blocks take the fused CBR backward "
+                          f"(the forward's saved results are values of this plan, written by its forward steps)")
+            before += [f"  block {k}: {what}" for k, what in enumerate(planned.backward, 1)]
         kept = sum(o.nbytes for o in rec.outs) + planned.x.nbytes + planned.labels.nbytes
         after = [rec.memory.describe(),
                  f"persistent: {kept / 2**20:.3f} MB of parameters, optimizer state and static inputs (not in the arena)",

@@ -24,6 +24,7 @@ import numpy as np
 
 from lazytensor.core.expr import Expr
 from lazytensor.ops.conv_bn import BatchNormSaved, _tensor_operand
+from lazytensor.ops.forward_saved import forward_saved
 
 
 _CONSTANTS: dict = {}   # (device, what) -> a small constant Tensor the stage-1 kernels read
@@ -67,7 +68,41 @@ def cbr_bn_backward(dy, saved: BatchNormSaved, gamma, relu: bool = True, residua
     if residual and not relu:
         raise ValueError(f"{what}: residual=True is the form relu(batch_norm(...) + skip); it needs relu=True")
     found = saved.forward_results(relu, what)
-    conv_out = found["conv_out"]
+    return _stage1(dy, found["conv_out"], found["saved_mean"], found["saved_inv_var"],
+                   found["relu_mask"] if relu else None, gamma, residual, what)
+
+
+def cbr_bn_backward_in_plan(dy, bn, root, gamma, relu: bool = True, residual: bool = False, mask=None):
+    """Stage 1 over a training forward that has not run: the same nodes as cbr_bn_backward, reading
+    the conv2d node (bn's operand) for the conv output and forward_saved nodes for the statistics
+    and the mask (root: the relu whose mask is read), so that one plan runs the forward, then this
+    backward, reading what the forward's steps wrote (lazytensor.ops.forward_saved). mask: the ReLU
+    mask to read instead of root's (see masked_gradient)."""
+    if relu and mask is None:
+        mask = forward_saved(root, "relu_mask")
+    return _stage1(dy, bn.args[0], forward_saved(bn, "saved_mean"), forward_saved(bn, "saved_inv_var"),
+                   mask if relu else None, gamma, residual, "cbr_bn_backward")
+
+
+def cbr_bn_backward_masked(dy, mask, saved: BatchNormSaved, gamma):
+    """Stage 1 of batch_norm(conv2d(...)) whose output gradient is dY * mask, from an evaluated
+    forward's holder (its own results; the mask is another relu's): see masked_gradient."""
+    found = saved.forward_results(False, "cbr_bn_backward")
+    return _stage1(dy, found["conv_out"], found["saved_mean"], found["saved_inv_var"], mask, gamma, False,
+                   "cbr_bn_backward")
+
+
+def masked_gradient(grad):
+    """(dY, mask) where `grad` is d(skip) = dY * mask of a residual block (a cbr_drelu node), else None.
+    The batch_norm of the skip branch (a downsample) then reads dY and the 1-bit mask itself, as the
+    relu form does: d(skip) is never written, and its dBN reads 1/16 of the bytes for the mask."""
+    if isinstance(grad, Expr) and grad.op == "cbr_drelu" and grad.attrs.relu:
+        return grad.args[0], grad.args[1]
+    return None
+
+
+def _stage1(dy, conv_out, mean, inv_var, relu_mask, gamma, residual, what):
+    relu = relu_mask is not None
     dy = _checked_dy(dy, conv_out, what)
     gamma = _tensor_operand(gamma, "gamma", conv_out.device)
     k = conv_out.shape[-1]
@@ -76,9 +111,9 @@ def cbr_bn_backward(dy, saved: BatchNormSaved, gamma, relu: bool = True, residua
     count = 1
     for d in conv_out.shape[:-1]:
         count *= d
-    attrs = CbrBackwardAttrs(bool(relu), count)
-    mask = (found["relu_mask"], _constant(conv_out.device, "bits")) if relu else ()
-    stats = (found["saved_mean"], found["saved_inv_var"])
+    attrs = CbrBackwardAttrs(relu, count)
+    mask = (relu_mask, _constant(conv_out.device, "bits")) if relu else ()
+    stats = (mean, inv_var)
     f32 = np.dtype(np.float32)
     sums = Expr("cbr_dbn_sums", (dy, conv_out, *stats, _constant(conv_out.device, "lanes"), *mask), (k, 2), f32, conv_out.device, heavy=True,
                 attrs=attrs)

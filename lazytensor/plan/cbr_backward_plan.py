@@ -148,7 +148,7 @@ class GridReduction(_OnGridViews, FusedReduction):
 
 
 def _operands(node, backend, cut, steps):
-    return [_contiguous(cut(a), backend, steps).data for a in node.args]
+    return [_contiguous(cut(a), backend, steps, cut).data for a in node.args]
 
 
 def _split(node, arrays):

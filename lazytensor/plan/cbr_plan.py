@@ -23,7 +23,8 @@ from lazytensor.core.expr import Expr, apply
 from lazytensor.kernels.ops import OPS
 from lazytensor.kernels.program import Reduction, with_relu_mask
 from lazytensor.plan.lower import lower
-from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, materialized, may_overlap
+from lazytensor.plan.planner import (HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, keep_evaluated,
+                                     materialized, may_overlap)
 from lazytensor.plan.cbr_stage1 import choose_stage1, statistics_step
 from lazytensor.plan.replay import first_refusal
 from lazytensor.plan import saved_results
@@ -236,18 +237,26 @@ def cudnn_refusal(x, w) -> str | None:
     return cudnn_unavailable_reason() or cudnn_shape_refusal(x.shape, w.shape, x.dtype)
 
 
-def _contiguous(node, backend, steps):
-    t = materialized(node, backend, steps)
+def _contiguous(node, backend, steps, cut=None):
+    """`node` as a C-contiguous Tensor. With the plan's cutter, evaluated (or copied) once per plan
+    whatever number of steps read it (a layer's activation: the next conv and its wgrad; a gradient:
+    the dBN sums and d(conv_out))."""
+    kept = getattr(cut, "evaluated", {}).get(id(node))
+    if kept is not None:
+        return kept[1]
+    t = materialized(node, backend, steps, cut)
     if t.data.flags.c_contiguous:
         return t
     tmp = backend.empty(t.shape, t.dtype)
-    steps.append(copy_step(backend, t.data, tmp, "contiguous copy for the convolution"))
+    step = copy_step(backend, t.data, tmp, "contiguous copy for the convolution")
+    steps.append(step)
+    keep_evaluated(cut, node, tmp, step)
     return _tensor.Tensor(tmp, t.device)
 
 
 def _conv_operands(conv, backend, cut, steps):
-    x = _contiguous(cut(conv.args[0]), backend, steps)
-    w = _contiguous(cut(conv.args[1]), backend, steps)
+    x = _contiguous(cut(conv.args[0]), backend, steps, cut)
+    w = _contiguous(cut(conv.args[1]), backend, steps, cut)
     return x, w
 
 
@@ -285,7 +294,7 @@ def _build_batch_norm(node, backend, cut, out):
     a = node.attrs
     steps: list = []
     x_node = node.args[0]
-    gamma, beta = (_contiguous(cut(v), backend, steps) for v in node.args[1:3])
+    gamma, beta = (_contiguous(cut(v), backend, steps, cut) for v in node.args[1:3])
     rm, rv = node.args[3], node.args[4]
     channels = node.shape[-1]
     count = math.prod(node.shape[:-1])
@@ -311,7 +320,7 @@ def _build_batch_norm(node, backend, cut, out):
         if memo is not None:    # a later reader of the conv's output (a gradient rule) reads y: one conv
             memo[id(x_node)] = _tensor.Tensor(y, node.device)
     else:
-        y = _contiguous(cut(x_node), backend, steps).data
+        y = _contiguous(cut(x_node), backend, steps, cut).data
         conv = None
 
     if not a.training:
@@ -352,6 +361,9 @@ def _build_batch_norm(node, backend, cut, out):
         a.saved.conv_out = _tensor.Tensor(y, node.device)
         a.saved.relu_mask = None        # a relu above that writes one sets it (_relu_mask_plan)
         a.saved.released = False
+        side = getattr(cut, "side", None)
+        if side is not None:            # a backward in the same plan reads them (forward_saved nodes)
+            side[id(node)] = {"saved_mean": a.saved.saved_mean, "saved_inv_var": a.saved.saved_inv_var}
 
     scale, bias = (_tensor.Tensor(v, node.device) for v in eq)
     applied = (_tensor.Tensor(y, node.device) * scale + bias).astype(node.dtype)
@@ -417,7 +429,7 @@ def _inference_graph_plan(root, out, backend):
     x, w = _conv_operands(conv, backend, cut, steps)
     if cudnn_refusal(x, w) is not None:
         return None
-    gamma, beta = (_contiguous(cut(v), backend, steps) for v in bn.args[1:3])
+    gamma, beta = (_contiguous(cut(v), backend, steps, cut) for v in bn.args[1:3])
     rm, rv = bn.args[3], bn.args[4]
     eq = [backend.empty((bn.shape[-1],), _F32) for _ in range(2)]
     steps.append(FinalizeStep(backend, None, False, 0, (gamma.data, beta.data, rm.data, rv.data),

@@ -123,7 +123,7 @@ def backward_step(backend, kind, a, b, x_shape, w_shape, attrs, out, path, note=
 def _build(kind):
     def build(node, backend, cut, out):
         steps: list = []
-        a, b = (_contiguous(cut(arg), backend, steps) for arg in node.args)
+        a, b = (_contiguous(cut(arg), backend, steps, cut) for arg in node.args)
         if kind == "dgrad":
             x_shape, w_shape = tuple(node.shape), tuple(b.shape)
         else:

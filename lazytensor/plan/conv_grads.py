@@ -118,7 +118,7 @@ def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False):
     backend = backend_for(x.device)
     steps: list = []
     cut = cutter(steps, backend)
-    xs, ws, dy = (_contiguous(cut(v), backend, steps) for v in (x, w, d_conv))
+    xs, ws, dy = (_contiguous(cut(v), backend, steps, cut) for v in (x, w, d_conv))
     if dx_in_x and xs.data is not x.data:
         raise ValueError("dx_in_x=True needs x to be a C-contiguous tensor (dX is written into its memory as NHWC); "
                          "pass dx_in_x=False, or make x contiguous first")

@@ -18,6 +18,7 @@ from lazytensor.plan.lower import lower
 from lazytensor.plan.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.steps import FusedElementwise, FusedReduction
 from lazytensor.plan import recipes
+from lazytensor.plan.shared_values import shared_wide_values
 from lazytensor.core.memory import address as _address, may_overlap, owner
 from lazytensor.core import tensor as _tensor
 
@@ -73,7 +74,7 @@ def _build_materialize(node, backend, cut, out):
     tmp = backend.empty(x.shape, x.dtype)
     steps = plan(x, tmp, backend)
     steps[-1].note = f"materialized into a temporary for a view: {why}"
-    _keepevaluated_tensor(cut, x, tmp)
+    keep_evaluated(cut, x, tmp, steps[-1])
     return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
 
 
@@ -86,8 +87,9 @@ def materialized(node, backend, steps, cut=None) -> "_tensor.Tensor":
     if isinstance(kept, _tensor.Tensor):
         return kept
     tmp = backend.empty(tuple(node.shape), node.dtype)
-    steps.extend(plan(node, tmp, backend))
-    _keepevaluated_tensor(cut, node, tmp)
+    new_steps = plan(node, tmp, backend)
+    steps.extend(new_steps)
+    keep_evaluated(cut, node, tmp, new_steps[-1])
     return _tensor.Tensor(tmp, node.device)
 
 
@@ -99,10 +101,16 @@ def evaluated_tensor(cut, node):
     return None if kept is None else kept[1]
 
 
-def _keepevaluated_tensor(cut, node, array) -> None:
+def evaluating_step(cut, node):
+    """The step that evaluated `node` into its temporary in this plan (see evaluated_tensor), or None."""
+    kept = getattr(cut, "evaluated", {}).get(id(node))
+    return None if kept is None else kept[2]
+
+
+def keep_evaluated(cut, node, array, step) -> None:
     evaluated = getattr(cut, "evaluated", None)
     if evaluated is not None:       # the node is kept too: its id stays its own
-        evaluated[id(node)] = (node, _tensor.Tensor(array, node.device))
+        evaluated[id(node)] = (node, _tensor.Tensor(array, node.device), step)
 
 
 HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
@@ -111,11 +119,13 @@ ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the plan's destinat
 PATTERNS: list = []
 
 
-def cutter(steps, backend):
+def cutter(steps, backend, roots=()):
     """A `cut` function that appends the steps of heavy nodes to `steps`. Steps a builder wants
     to run only after everything else (committing running statistics) go to `cut.deferred`:
-    a step that fails before them leaves the user's state untouched."""
-    return _Cut(steps, backend)
+    a step that fails before them leaves the user's state untouched.
+    roots: the plan's expressions, when given: an elementwise value that several steps' kernels
+    read and that reads many arrays is evaluated once (lazytensor.plan.shared_values)."""
+    return _Cut(steps, backend, roots)
 
 
 class _Cut:
@@ -123,15 +133,22 @@ class _Cut:
     its recursion, a cycle that kept the nodes it made (readers of the plan's tensors, see
     lazytensor.core.readers) alive until the garbage collector ran."""
 
-    def __init__(self, steps, backend):
+    def __init__(self, steps, backend, roots=()):
         self.steps, self.backend = steps, backend
         self.memo: dict = {}
         self.deferred: list = []
-        self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into)
+        self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into, that step)
+        # id(heavy node) -> {name: Tensor}: what a node's steps write beside its value (a training
+        # batch_norm's saved statistics, a relu's 1-bit mask), read by the nodes that stand for them
+        # (lazytensor.plan.forward_saved_plan)
+        self.side: dict = {}
+        # id(node) -> why it is evaluated once, or None for the nodes above such a value
+        self.once = shared_wide_values(roots, HEAVY) if roots else {}
 
     def __call__(self, node):
-        """`node` with every heavy subtree replaced by what its builder returns."""
-        if not node.heavy:
+        """`node` with every heavy subtree replaced by what its builder returns, and every value
+        chosen to be evaluated once replaced by its temporary."""
+        if not node.heavy and id(node) not in self.once:
             return node
         memo = self.memo
         hit = memo.get(id(node))
@@ -147,6 +164,16 @@ class _Cut:
             if hit is not None:
                 return hit
             out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
+            why = self.once.get(id(node))
+            if why is not None:
+                first = len(self.steps)
+                value = out
+                out = materialized(value, self.backend, self.steps, self)
+                for step in self.steps[first:]:
+                    step.note = why
+                # The temporary is what later builders see of this node: it keeps its writer (a relu's
+                # writer takes the 1-bit mask a fused backward reads, lazytensor.plan.forward_saved_plan).
+                self.evaluated[id(out)] = (out, out, evaluating_step(self, value))
         memo[id(node)] = out
         return out
 
@@ -209,7 +236,7 @@ def _heavy(root, out, backend) -> list:
         if steps is not None:
             return steps
     steps: list = []
-    cut = cutter(steps, backend)
+    cut = cutter(steps, backend, (root,))
     if available(backend):              # cuBLASLt epilogues: relu(a @ b + bias) (written into out), bias gradients
         cut.epilogues, cut.bgrads = epilogue_sites([root])
         cut.root_out = (root, out)

@@ -5,6 +5,8 @@ Operands that are expressions are evaluated first; the CUDA kernels index dense 
 operand is copied to a dense one there (explain shows the copy)."""
 from __future__ import annotations
 
+import numpy as np
+
 from lazytensor.core import tensor as _tensor
 from lazytensor.kernels import launch_log, pool_cuda
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
@@ -12,11 +14,13 @@ from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized
 
 class PoolStep:
     """out = the pooling (direction "forward") or its input gradient ("backward") of x; g is the output
-    gradient (backward only), x is None for avg pooling's backward on the CPU."""
-    __slots__ = ("backend", "direction", "attrs", "x", "g", "out")
+    gradient (backward only), x is None for avg pooling's backward on the CPU; argmax: the CUDA max
+    pooling backward's byte per window where its windows overlap (pool_cuda.backward_kernels), else None."""
+    __slots__ = ("backend", "direction", "attrs", "x", "g", "out", "argmax")
 
-    def __init__(self, backend, direction, attrs, x, g, out):
+    def __init__(self, backend, direction, attrs, x, g, out, argmax=None):
         self.backend, self.direction, self.attrs, self.x, self.g, self.out = backend, direction, attrs, x, g, out
+        self.argmax = argmax
 
     def run(self):
         a = self.attrs
@@ -31,7 +35,8 @@ class PoolStep:
                 pool_cuda.pool_forward(compiler, a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
             else:
                 x = self.g if self.x is None else self.x      # avg pooling's kernel never reads x
-                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out)
+                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out,
+                                        self.argmax)
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(f"{a.kind}_pool2d_{self.direction}", self.backend.name,
                                                       "pool", int(self.out.size), "memory", 0.0))
@@ -45,11 +50,27 @@ class PoolStep:
         name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
         text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
+        kernels = (self.direction,)
+        if self.direction == "backward" and self.backend.name == "cuda":
+            kernels = pool_cuda.backward_kernels(a.kind, self.out.shape, self.g.shape, a.kernel, a.stride, a.padding)
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
+        if kernels == ("backward_windows",):
+            text += "; windows do not overlap: one thread per window writes its cells"
+            if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
+                text += " (cells no window holds zeroed first)"
+        elif kernels == ("argmax", "backward_indexed"):
+            text += ("; windows overlap: two kernels, each window's argmax found once into a byte, then a gather "
+                     "per input cell over the windows that hold it, comparing its place with that byte")
+        elif self.direction == "backward" and self.backend.name == "cuda":
+            text += "; windows overlap: a gather per input cell over the windows that hold it"
+        if self.backend.name == "cuda":
+            vec = pool_cuda.vector_width(self.out.dtype, self.out.shape[3])
+            text += f"; {vec} channels per thread" if vec > 1 else "; one channel per thread"
         if source and self.backend.name == "cuda":
-            text += "\n" + "\n".join("    " + line for line in
-                                     pool_cuda.render_pool(self.direction, a.kind, self.out.dtype).kernel.splitlines())
+            for kernel in kernels:
+                kernel = pool_cuda.render_pool(kernel, a.kind, self.out.dtype, vec=vec).kernel
+                text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
         return text
 
 
@@ -93,7 +114,12 @@ def _build_pool_backward(node, backend, cut, out):
     else:
         x, g = None, _operand(node.args[0], backend, cut, steps)
     dx = _result(node, backend, out, (x, g))
-    steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx))
+    a = node.attrs
+    argmax = None
+    if backend.name == "cuda" and "argmax" in pool_cuda.backward_kernels(a.kind, dx.shape, g.shape, a.kernel,
+                                                                         a.stride, a.padding):
+        argmax = backend.empty(tuple(g.shape), np.uint8)
+    steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx, argmax))
     return _finish(steps, backend, node, dx, out)
 
 

@@ -47,7 +47,7 @@ def plan_several(pairs, backend) -> list:
     shared = _shared_heavy_nodes([node for _, node in pairs])
     patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
-    cut = cutter(steps, backend)
+    cut = cutter(steps, backend, [node for out, node in pairs if out is not None])
     if available(backend):              # cuBLASLt epilogues (plan.matmul_epilogue): relu(a @ b + bias), bias gradients
         cut.epilogues, cut.bgrads = epilogue_sites([node for _, node in pairs])
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
@@ -242,10 +242,15 @@ def _arrays_read(root) -> list:
 
 def _shared_heavy_nodes(roots) -> list:
     """[(node, indices of the roots that use it)] for the heavy nodes below two or more roots,
-    operands before their users (only heavy nodes are walked: the flag marks the way to them)."""
+    operands before their users (only heavy nodes are walked: the flag marks the way to them).
+    The roots are walked last first: in a training step they are the parameters' updates in
+    forward order, so each layer's weight gradient is then planned as soon as the backward has
+    reached that layer (the backward's order, as autograd's), not every one after the whole
+    backward, which kept each layer's output gradient alive to the end of the step."""
     users: dict = {}
     order: list = []
-    for k, root in enumerate(roots):
+    for k in reversed(range(len(roots))):
+        root = roots[k]
         seen = set()
         stack = [(root, False)]
         while stack:
@@ -261,7 +266,7 @@ def _shared_heavy_nodes(roots) -> list:
             seen.add(id(node))
             stack.append((node, True))
             stack.extend((a, False) for a in node.args)
-    return [(node, users[id(node)]) for node in order if len(users[id(node)]) > 1]
+    return [(node, sorted(users[id(node)])) for node in order if len(users[id(node)]) > 1]
 
 
 def _add_note(step, text: str) -> None:
