@@ -52,14 +52,15 @@ _CHOICES = MeasuredChoices("matmul_epilogue.json", _valid, (KERNEL, "LAZYTENSOR_
 
 
 def epilogue_sites(roots) -> tuple:
-    """({id(matmul node): (relu node, bias node)}, {id(matmul node): reduce node}) below `roots` (the
-    expressions of one plan). The first: relu(matmul(a, b) + bias) whose product and sum have no
-    other reader. The second: a weight gradient `matmul(a, g)` and a bias gradient `sum(g, axis=0)`
-    of the same g (lt.grad of a Linear layer gives both), so that the GEMM's BGRAD epilogue writes
-    the sum. Only heavy nodes are walked (a matmul and a reduction are heavy, and so is everything
-    above one)."""
+    """({id(matmul node): (relu node, bias node)}, {id(matmul node): reduce node}, {id(reduce node):
+    the node whose planning plans that matmul}) below `roots` (the expressions of one plan). The
+    first: relu(matmul(a, b) + bias) whose product and sum have no other reader. The second: a
+    weight gradient `matmul(a, g)` and a bias gradient `sum(g, axis=0)` of the same g (lt.grad of a
+    Linear layer gives both), so that the GEMM's BGRAD epilogue writes the sum; the third lets a
+    sum planned first plan its matmul (or the transposed view of it the plan reads) before it.
+    Only heavy nodes are walked (a matmul and a reduction are heavy, and so is everything above one)."""
     parents: dict = {}
-    relus, matmuls, sums, seen = [], [], {}, set()
+    relus, matmuls, sums, viewers, seen = [], [], {}, {}, set()
     stack = [r for r in roots if getattr(r, "heavy", False)]
     for r in stack:
         parents[id(r)] = parents.get(id(r), 0) + 1         # a result reads its root
@@ -74,6 +75,8 @@ def epilogue_sites(roots) -> tuple:
             matmuls.append(node)
         elif node.op == "reduce" and _column_sum(node):
             sums[id(node.args[0])] = node
+        elif node.op == "materialize" and getattr(node.args[0], "op", None) == "matmul":
+            viewers[id(node.args[0])] = node        # a weight gradient read transposed
         for a in node.args:
             if getattr(a, "heavy", False):
                 parents[id(a)] = parents.get(id(a), 0) + 1
@@ -83,13 +86,14 @@ def epilogue_sites(roots) -> tuple:
         site = _site(relu, parents)
         if site is not None:
             relu_sites[id(site[0])] = (relu, site[1])
-    bgrad_sites = {}
+    bgrad_sites, planned_by = {}, {}
     for mm in matmuls:
         total = sums.get(id(mm.args[1]))
         if (total is not None and id(mm) not in relu_sites and len(mm.shape) == 2 and len(mm.args[0].shape) == 2
                 and total.dtype == mm.dtype):
             bgrad_sites[id(mm)] = total
-    return relu_sites, bgrad_sites
+            planned_by[id(total)] = viewers.get(id(mm), mm)
+    return relu_sites, bgrad_sites, planned_by
 
 
 def _column_sum(node) -> bool:

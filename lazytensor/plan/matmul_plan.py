@@ -182,7 +182,7 @@ def _bgrad_trials(total, a, b, out, backend, kind):
     summed, fused_sum = (backend.empty(tuple(total.shape), total.dtype) for _ in range(2))
     plain = MatmulStep(backend, x, y, product)
     node = Expr("reduce", (_tensor.Tensor(y, total.device),), total.shape, total.dtype, total.device, True, total.attrs)
-    reduction, _ = HEAVY["reduce"](node, backend, lambda n: n, summed)
+    reduction, _ = _build_plain_reduce(node, backend, lambda n: n, summed)
     fused = MatmulStep(backend, x, y, fused_out, bias=fused_sum, kind=kind)
     if fused.gemm is None or bgrad_kind(fused.gemm) != kind:
         raise ValueError(f"the trial's layouts differ from the plan's ({fused.gemm})")   # a bug: never time the wrong call
@@ -267,3 +267,20 @@ def _swaps_last_axes(step, ndim) -> bool:
 
 
 HEAVY["materialize"] = _build_transposed_matmul
+_build_plain_reduce = HEAVY["reduce"]
+
+
+def _build_bias_gradient(node, backend, cut, out):
+    """A sum that a weight-gradient GEMM of this plan may write by its BGRAD epilogue (matmul_epilogue's
+    bgrad sites): that GEMM is planned first (through the view the plan reads it by, if any), and the
+    sum reads what it wrote; else (and as a destination's writer) the reduction step."""
+    first = getattr(cut, "bgrad_first", {}).get(id(node))
+    if first is not None and out is None and id(first) not in cut.memo:
+        cut(first)
+        done = cut.memo.get(id(node))
+        if done is not None:
+            return [], done
+    return _build_plain_reduce(node, backend, cut, out)
+
+
+HEAVY["reduce"] = _build_bias_gradient

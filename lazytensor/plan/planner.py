@@ -238,7 +238,7 @@ def _heavy(root, out, backend) -> list:
     steps: list = []
     cut = cutter(steps, backend, (root,))
     if available(backend):              # cuBLASLt epilogues: relu(a @ b + bias) (written into out), bias gradients
-        cut.epilogues, cut.bgrads = epilogue_sites([root])
+        cut.epilogues, cut.bgrads, cut.bgrad_first = epilogue_sites([root])
         cut.root_out = (root, out)
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
         args = [cut(a) for a in root.args]

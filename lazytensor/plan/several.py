@@ -49,7 +49,7 @@ def plan_several(pairs, backend) -> list:
     steps: list = []
     cut = cutter(steps, backend, [node for out, node in pairs if out is not None])
     if available(backend):              # cuBLASLt epilogues (plan.matmul_epilogue): relu(a @ b + bias), bias gradients
-        cut.epilogues, cut.bgrads = epilogue_sites([node for _, node in pairs])
+        cut.epilogues, cut.bgrads, cut.bgrad_first = epilogue_sites([node for _, node in pairs])
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
     # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
     viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
