@@ -173,6 +173,10 @@ def run_epilogue_gemm(args: GemmArguments, a, b, bias, out, epilogue: str = "rel
     """out[...] = relu(a @ b + bias) ("relu_bias") or a @ b + bias ("bias"); or out[...] = a @ b and
     bias[...] = b.sum(axis=0) ("bgrada" / "bgradb", as bgrad_kind says): on the current stream of out's
     device, one cuBLASLt call, `args` from cublas_gemm.arguments_for (epilogue_refusal or bgrad_refusal None)."""
+    length = args.n if epilogue == "bgradb" else args.m     # BGRADB: one per column of D; else one per row
+    if bias.size != length or args.batch != 1:          # cuBLASLt would read or write past the vector
+        raise ValueError(f"cuBLASLt {epilogue} epilogue: a vector of {length} elements is needed for "
+                         f"{args}; got {bias.shape}")
     import cupy
     lt = _library()
     device = out.device.id
