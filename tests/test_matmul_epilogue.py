@@ -83,7 +83,7 @@ def test_the_bias_gradient_arguments_give_numpy(m, k, n, transposed_out, transpo
 
 def test_a_vector_of_the_wrong_length_is_refused_before_cublaslt_runs():
     from lazytensor.kernels.cublaslt_gemm import run_epilogue_gemm
-    a, g = np.ones((5, 8), np.float32).T, np.ones((8, 3), np.float32)
+    a, g = np.ones((8, 5), np.float32).T, np.ones((8, 3), np.float32)
     out = np.empty((3, 5), np.float32).T                 # written transposed: BGRADB sums g, 3 of them
     args, _ = arguments_for(a, g, out)
     with pytest.raises(ValueError, match="a vector of 3 elements"):
