@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import launch_log
 from .cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib
 
 # cublasLtEpilogue_t: CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS (the bias an input), _BGRADA, _BGRADB (the
@@ -196,3 +197,6 @@ def run_epilogue_gemm(args: GemmArguments, a, b, bias, out, epilogue: str = "rel
     lt.matmul(handle, plan.desc, one.ctypes.data, ptrs[0], a_desc, ptrs[1], b_desc, zero.ctypes.data,
               ptrs[2], d_desc, ptrs[2], d_desc, c.addressof(plan.result), workspace.data.ptr, WORKSPACE_BYTES,
               cupy.cuda.get_current_stream().ptr)
+    if launch_log.listeners:
+        launch_log.record(launch_log.KernelRecord("matmul", "cuda", "matmul", int(out.size), "memory", 0.0,
+                                                  f"cuBLASLt {epilogue.upper()} epilogue"))
