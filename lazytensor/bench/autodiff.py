@@ -5,7 +5,8 @@
    same backward written by hand in NumPy (CPU), and PyTorch eager and torch.compile (CUDA, when
    torch is importable). 2^24 float32 elements on the CPU, 2^26 on CUDA.
 2. One MLP training step, 784 -> 4096 -> 4096 -> 10, batch 8192 (CUDA; 512 on the CPU), float32
-   and float16: forward, lt.grad, SGD update, against PyTorch eager and torch.compile; twice: the
+   and float16 (SGD updating the float16 weights, as PyTorch's over a half model: no float32 master
+   weights): forward, lt.grad, SGD update, against PyTorch eager and torch.compile; twice: the
    plain loop (the step built and walked on every call) and lt.train_step (recorded once, one CUDA
    graph on CUDA), checked to be the same step (the same losses from the same weights).
 """
@@ -92,6 +93,12 @@ def _mlp_model(device, dtype, seed=1):
     return model, x, labels
 
 
+def mlp_optimizer(model):
+    """SGD as the PyTorch peer's: torch.optim.SGD over a model cast to float16 updates the float16
+    weights themselves, so lazytensor's SGD keeps no float32 master weights here (master_weights=False)."""
+    return lt.nn.SGD(model.parameters(), lr=0.01, master_weights=False)
+
+
 def mlp_loss(logits, labels):
     """The loss of the MLP step, in float32 whatever the logits' dtype (as the PyTorch peer's .float())."""
     return lt.cross_entropy(logits.astype(np.float32), labels)
@@ -113,7 +120,7 @@ def same_step(device, dtype, steps: int = 3) -> float:
     losses = []
     for record in (False, True):
         model, x, labels = _mlp_model(device, dtype)
-        opt = lt.nn.SGD(model.parameters(), lr=0.01)
+        opt = mlp_optimizer(model)
         step = lt.train_step(model, mlp_loss, opt) if record else plain_mlp_step(model, opt)
         losses.append([float(step(x, labels).numpy()) for _ in range(steps)])
     return max(abs(a - b) / abs(a) for a, b in zip(*losses))
@@ -121,12 +128,12 @@ def same_step(device, dtype, steps: int = 3) -> float:
 
 def _mlp(table, device, timer, dtype):
     model, x, labels = _mlp_model(device, dtype)
-    opt = lt.nn.SGD(model.parameters(), lr=0.01)
+    opt = mlp_optimizer(model)
     plain = plain_mlp_step(model, opt)
     case = f"MLP 784-4096-4096-10 training step, batch {x.shape[0]}, {np.dtype(dtype).name}"
     table.add(case, "lazytensor, plain loop: opt.step(lt.grad(loss, params))", timer(lambda: plain(x, labels)))
     model, x, labels = _mlp_model(device, dtype)
-    step = lt.train_step(model, mlp_loss, lt.nn.SGD(model.parameters(), lr=0.01))
+    step = lt.train_step(model, mlp_loss, mlp_optimizer(model))
     table.add(case, "lazytensor lt.train_step (recorded; one CUDA graph on cuda)", timer(lambda: step(x, labels)))
     graph = step.last.plan.describe_graph()
     table.notes.append(f"{case}: lt.train_step: {graph}; the same step as the plain loop: losses of 3 steps "

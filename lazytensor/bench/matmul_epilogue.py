@@ -57,7 +57,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
 
 
 def _train_steps(table, timer, dtype):
-    from lazytensor.bench.autodiff import _mlp_model, mlp_loss
+    from lazytensor.bench.autodiff import _mlp_model, mlp_loss, mlp_optimizer
     from lazytensor.plan import matmul_epilogue
     case = f"MLP 784-4096-4096-10 lt.train_step, batch 8192, {np.dtype(dtype).name}"
     for mode, name in (("off", "epilogues off: GEMMs, relu kernels, bias-gradient reductions"),
@@ -65,7 +65,7 @@ def _train_steps(table, timer, dtype):
                        ("measure", "lazytensor's choice per shape (the default)")):
         matmul_epilogue.set_mode(mode)
         model, x, labels = _mlp_model("cuda", dtype)
-        step = lt.train_step(model, mlp_loss, lt.nn.SGD(model.parameters(), lr=0.01))
+        step = lt.train_step(model, mlp_loss, mlp_optimizer(model))
         table.add(case, name, timer(lambda: step(x, labels)))
         if mode == "measure":
             text = lt.explain(step, source=False)
