@@ -3,12 +3,14 @@ NHWC activations with K a multiple of 8, each thread moving 16 bytes (8 channels
 
   lt_dbn_sums    per block, partial per-channel sums of dY' and dY' * (x - mean) over a grid-stride
                  loop of rows, reduced through shared memory: partial[block, lane, channel] (float32);
+                 in the residual form it also writes d(skip) = dY' from the dY and mask it just read;
   lt_dbn_finish  the partials summed per channel in float64 in a fixed order (deterministic: no
                  atomics), lane 1 scaled by inv_var: sums[channel, lane] = [sum dY', sum dY' * x_hat];
   lt_dbn_dx      d(conv_out) = A * dY' + B + C * (x - mean), with A = gamma * inv_var,
                  B = -A * sum_dy / n, C = -A * inv_var * sum_dyxhat / n computed once per thread for
                  its 8 channels (registers), so each element costs one subtraction and two FMAs;
-  lt_dbn_drelu   d(skip) = dY' (the residual form), 16 bytes at a time, selecting bits, no arithmetic.
+  lt_dbn_drelu   d(skip) = dY' alone (the residual form where the sums are not planned with it), 16 bytes
+                 at a time, selecting bits, no arithmetic.
 
 dY' = dY where the forward's ReLU passed, else +0 (a select, not a product: an inf or NaN in dY
 behind a closed ReLU gives 0, as relu's gradient); the no-ReLU variant reads no mask. The mask is
@@ -54,6 +56,14 @@ __device__ __forceinline__ uint4 lt_pack8(const float f[8]) {{
     for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
     return v;
 }}
+// dY' as 16 bytes, bit by bit (d(skip) of the residual form): half j kept where mask bit j is set, else +0
+__device__ __forceinline__ uint4 lt_select8(uint4 w, unsigned int m) {{
+    unsigned int* u = reinterpret_cast<unsigned int*>(&w);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)     // halves 2i (low 16 bits) and 2i + 1 (high) of word i
+        u[i] &= (((m >> (2 * i)) & 1u) ? 0x0000FFFFu : 0u) | (((m >> (2 * i + 1)) & 1u) ? 0xFFFF0000u : 0u);
+    return w;
+}}
 // dY' of channel j of a vector: dY where the mask bit is set, else +0 (a select: NaN/inf behind a closed ReLU give 0)
 __device__ __forceinline__ float lt_masked(float g, unsigned int m, int j) {{
 #if RELU
@@ -81,7 +91,9 @@ __device__ __forceinline__ void lt_accumulate(uint4 gv, uint4 cv, unsigned int m
 
 extern "C" __global__ void __launch_bounds__(256, 4) {name}(
         const uint4* __restrict__ dy, const uint4* __restrict__ x, const unsigned char* __restrict__ mask,
-        const float* __restrict__ mean, float* __restrict__ partial, long long rows, int V) {{
+        const float* __restrict__ mean, float* __restrict__ partial, uint4* __restrict__ skip, int write_skip,
+        long long rows, int V) {{
+    // write_skip (the residual form): d(skip) = dY' written from the dY and mask just read, no pass of its own
     __shared__ float red[16 * 256];     // [value q][thread row][thread column]: q < 8 sum dY', else sum dY' * (x - mean)
     const int TX = blockDim.x, TY = blockDim.y, K = V * 8;
     const int v = blockIdx.y * TX + threadIdx.x;
@@ -104,6 +116,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) {name}(
 #endif
             lt_accumulate(g0, c0, m0, mu, s0, s1);
             lt_accumulate(g1, c1, m1, mu, s0, s1);
+#if RELU
+            if (write_skip) {{ skip[e0] = lt_select8(g0, m0); skip[e1] = lt_select8(g1, m1); }}
+#endif
         }}
         if (r < rows) {{
             const long long e = r * V + v;
@@ -112,7 +127,11 @@ extern "C" __global__ void __launch_bounds__(256, 4) {name}(
 #else
             const unsigned int m = 0u;
 #endif
-            lt_accumulate(__ldg(dy + e), __ldg(x + e), m, mu, s0, s1);
+            const uint4 g = __ldg(dy + e);
+            lt_accumulate(g, __ldg(x + e), m, mu, s0, s1);
+#if RELU
+            if (write_skip) skip[e] = lt_select8(g, m);
+#endif
         }}
     }}
     const int t = threadIdx.y * TX + threadIdx.x;
@@ -215,13 +234,7 @@ extern "C" __global__ void __launch_bounds__(256) {name}(const uint4* __restrict
         const unsigned char* __restrict__ mask, uint4* __restrict__ out, long long vectors) {{
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < vectors; e += stride) {{
-        const unsigned int m = __ldg(mask + e);
-        uint4 w = __ldg(dy + e);
-        unsigned int* u = reinterpret_cast<unsigned int*>(&w);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)     // halves 2i (low 16 bits) and 2i + 1 (high): kept or +0
-            u[i] &= (((m >> (2 * i)) & 1u) ? 0x0000FFFFu : 0u) | (((m >> (2 * i + 1)) & 1u) ? 0xFFFF0000u : 0u);
-        out[e] = w;
+        out[e] = lt_select8(__ldg(dy + e), __ldg(mask + e));
     }}
 }}
 """
@@ -316,14 +329,18 @@ def sm_count(device_id: int) -> int:
     return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
-def dbn_sums(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, partial, sums) -> None:
+def dbn_sums(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, partial, sums, skip=None) -> None:
     """sums (K, 2) float32 = [sum dY', sum dY' * x_hat] per channel; partial: float32
     (geometry.partial_rows, 2, K) scratch. dy, x: dense float16 (rows, K), 16-byte aligned; mask:
-    the packed bits (None for the no-ReLU form); mean, inv_var: float32 (K,)."""
+    the packed bits (None for the no-ReLU form); mean, inv_var: float32 (K,). skip (the residual
+    form, with a mask): d(skip) = dY' written on the way, float16 (rows, K), 16-byte aligned."""
+    if skip is not None and mask is None:
+        raise ValueError("dbn_sums: d(skip) is dY * mask; the no-ReLU form has no mask")
     f = load(compiler, mask is not None, sums.device.id)
     rows, k = np.int64(geometry.rows), 8 * geometry.V
     f["sums"](geometry.sums_grid, geometry.block,
-              (dy, x, mask if mask is not None else dy, mean, partial, rows, np.int32(geometry.V)))
+              (dy, x, mask if mask is not None else dy, mean, partial, skip if skip is not None else partial,
+               np.int32(skip is not None), rows, np.int32(geometry.V)))
     f["finish"](geometry.finish_grid, (32, FINISH_ROWS, 1),
                 (partial, inv_var, sums, np.int32(geometry.partial_rows), np.int32(k)))
 

@@ -80,6 +80,9 @@ cbr.CBR = CBR
 # that stand for the forward's saved results, and their planner.
 from lazytensor.plan import forward_saved_plan as _forward_saved_plan  # noqa: F401  (registers their builder)
 
+# The CBR backward's conv_grads as an object lt.explain shows (issue 14).
+from lazytensor.plan.conv_grads import ConvGradsCall
+
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
@@ -107,4 +110,6 @@ __all__ = [
     # the Array API's functions NumPy also has (issue 13)
     "matrix_transpose", "tensordot", "vecdot", "count_nonzero", "searchsorted", "unique_all", "unique_counts",
     "unique_inverse", "unique_values", "diff", "broadcast_arrays", "meshgrid", "unstack", "tril", "triu",
+    # the CBR backward's conv_grads as an object lt.explain shows (issue 14)
+    "ConvGradsCall",
 ]

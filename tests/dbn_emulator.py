@@ -23,8 +23,10 @@ def _rows_of(geometry, grid, bx, ty, reverse=False):
     return geometry.rows - 1 - i if reverse else i
 
 
-def emulate_sums(geometry, dy, x, mask, mean, inv_var, partial, sums):
+def emulate_sums(geometry, dy, x, mask, mean, inv_var, partial, sums, skip=None):
+    """skip: d(skip) = dY' written by each thread for the vectors it reads (as lt_dbn_drelu would)."""
     tx_n, ty_n, _ = geometry.block
+    written = np.zeros(geometry.rows * geometry.V, np.int64)
     v_n, k = geometry.V, 8 * geometry.V
     dy16, x16 = dy.reshape(-1, 8), x.reshape(-1, 8)
     part = partial.reshape(-1)
@@ -38,6 +40,9 @@ def emulate_sums(geometry, dy, x, mask, mean, inv_var, partial, sums):
                     s0 = s1 = np.zeros(8, np.float32)
                     if v < v_n:
                         e = rows * v_n + v
+                        if skip is not None:
+                            _select(dy, mask, skip, e)
+                            written[e] += 1
                         g = dy16[e].astype(np.float32)
                         if mask is not None:
                             g = np.where(_bits(mask, e), g, np.float32(0))
@@ -53,6 +58,8 @@ def emulate_sums(geometry, dy, x, mask, mean, inv_var, partial, sums):
                 vv = by * tx_n + col
                 if vv < v_n:
                     part[(bx * 2 + (q >> 3)) * k + vv * 8 + (q & 7)] = s
+    if skip is not None:
+        assert (written == 1).all(), "lt_dbn_sums must write every vector of d(skip) exactly once"
     flat = sums.reshape(-1)
     for q in range(2 * k):
         acc = sum(float(part[b * 2 * k + q]) for b in range(geometry.partial_rows))
@@ -94,7 +101,11 @@ def emulate_dx(geometry, dy, x, mask, mean, inv_var, gamma, sums, out, count):
 
 def emulate_drelu(geometry, dy, mask, out):
     """Thread t of the 1-D grid visits vectors t, t + stride, ...: each vector once."""
-    e = np.arange(geometry.rows * geometry.V, dtype=np.int64)
+    _select(dy, mask, out, np.arange(geometry.rows * geometry.V, dtype=np.int64))
+
+
+def _select(dy, mask, out, e):
+    """lt_select8 over vectors e: each half of dY kept where its mask bit is set, else +0."""
     words_in = dy.reshape(-1).view(np.uint32).reshape(-1, 4)
     words_out = out.reshape(-1).view(np.uint32).reshape(-1, 4)
     m = mask.reshape(-1)[e].astype(np.uint32)

@@ -15,6 +15,8 @@ from hypothesis import given, settings, strategies as st
 import lazytensor as lt
 from lazytensor.kernels import cuda_dbn
 from lazytensor.kernels.cuda_dbn import dbn_geometry, render_dbn
+from lazytensor.ops import cbr_backward
+from lazytensor.plan.cbr_dbn_cuda import vector_refusal
 from dbn_emulator import emulate_drelu, emulate_dx, emulate_sums
 from test_cbr_backward_cuda_cpu import _CudaNamedCpu, _holder
 
@@ -31,9 +33,10 @@ def test_the_dbn_kernels_compile_to_ptx(relu):
     assert sorted(entries) == sorted(cuda_dbn.kernel_names(relu).values())
     # every access of the activations is 16 bytes: dY and x in the sums and dx kernels (two rows per
     # trip and a last row: 6 loads each; and dY in d(skip)) as 128-bit loads, d(conv_out) (3) and
-    # d(skip) as 128-bit stores
+    # d(skip) (1 in lt_dbn_drelu, 3 in the sums: the residual form writes it from the loads of dY the
+    # sums made, no load more) as 128-bit stores
     assert len(re.findall(r"ld\.global\.nc\.v4\.[ub]32", ptx)) == 12 + relu
-    assert len(re.findall(r"st\.global\.v4\.[ub]32", ptx)) == 3 + relu
+    assert len(re.findall(r"st\.global\.v4\.[ub]32", ptx)) == 3 + 4 * relu
     assert ("ld.global.nc.u8" in ptx) == relu      # the mask, a byte per 8 channels
 
 
@@ -94,10 +97,13 @@ def test_the_kernels_index_math_emulated(rows, k, sms, relu, special, seed):
     emulate_dx(g, dy, x, mask if relu else None, mean, inv_var, gamma, sums, out, rows)
     np.testing.assert_allclose(out.astype(np.float64), d_conv, rtol=2e-3, atol=2e-3 * (np.abs(d_conv).max() + 1e-3))
     if relu:
+        want = np.where(bits, dy, np.float16(0))
         skip = np.full((rows, k), np.nan, F16)
         emulate_drelu(g, dy, mask, skip)
-        want = np.where(bits, dy, np.float16(0))
         assert (skip.view(np.uint16) == want.view(np.uint16)).all()     # bit for bit: +0 where closed
+        skip = np.full((rows, k), np.nan, F16)                          # the same, written by the sums' pass
+        emulate_sums(g, dy, x, mask, mean, inv_var, partial, sums, skip)
+        assert (skip.view(np.uint16) == want.view(np.uint16)).all()
 
 
 @pytest.fixture
@@ -112,6 +118,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(cuda_dbn, "dbn_dx", lambda compiler, *a: emulate_dx(*a))
     monkeypatch.setattr(cuda_dbn, "dbn_drelu", lambda compiler, *a: emulate_drelu(*a))
     monkeypatch.setattr(_CudaNamedCpu, "compiler", None, raising=False)
+    monkeypatch.setattr(cbr_backward, "sums_write_skip", lambda dy: vector_refusal(dy.dtype, dy.shape, ()) is None)
     return _CudaNamedCpu()
 
 
@@ -145,9 +152,32 @@ def test_the_plan_takes_the_vector_kernels(stand_in, relu, residual):
         assert [type(s).__name__ for s in steps] == ["DbnSumsStep", "FusedElementwise"]
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
     if residual:
+        # d(skip) is written by the sums' pass (its node is d(skip)'s operand), not by a kernel of its own
         steps, got = _plan(d_skip, stand_in)
-        assert [type(s).__name__ for s in steps] == ["DreluStep"]
+        assert [type(s).__name__ for s in steps] == ["DbnSumsStep"]
+        assert "writes d(skip)" in steps[0].describe(False)
         assert (got.view(np.uint16) == want[3].view(np.uint16)).all()
+
+
+def test_d_skip_is_written_by_the_sums_pass_in_a_plan_of_every_gradient(stand_in):
+    # the residual form's gradients assigned together: one sums pass writes d(skip), no drelu kernel
+    from lazytensor.plan import recipes
+    from lazytensor.plan.several import plan_several
+    saved, dy, gamma = _holder((3, 5, 7, 16), seed=5)
+    want = [lt.evaluate(e).numpy() for e in lt.cbr_bn_backward(dy, saved, gamma, residual=True)]
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0]):          # d(skip) planned first or last
+        recipes._recipes.clear()
+        grads = lt.cbr_bn_backward(dy, saved, gamma, residual=True)
+        outs = [np.full(e.shape, np.nan, e.dtype) for e in grads]
+        steps = plan_several([(outs[i], grads[i]) for i in order], stand_in)
+        names = [type(s).__name__ for s in steps]
+        assert names.count("DbnSumsStep") == 1 and "DreluStep" not in names, names
+        for s in steps:
+            s.run()
+        assert (outs[3].view(np.uint16) == want[3].view(np.uint16)).all()
+        np.testing.assert_allclose(outs[0].astype(np.float64), want[0], rtol=2e-3, atol=2e-3 * np.abs(want[0]).max())
+        for got, w in zip(outs[1:3], want[1:3]):
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
 
 
 @pytest.mark.parametrize("shape, dtype, why", [((2, 3, 3, 12), F16, "K = 12"),

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from lazytensor.cbr.conv_key import ConvKey
+from lazytensor.cbr.cudnn_graphs import GraphKind
 from lazytensor.cbr.cudnn_plans import PlanTiming
 from lazytensor.cbr.experience_table import ExperienceTable, device_slug, make_entry, rejected_entry
 
@@ -86,5 +87,58 @@ def test_shipped_tables_load():
         for key, kinds in table.shapes.items():
             ConvKey.from_table_key(key)
             for kind, entry in kinds.items():
-                assert kind in ("conv_genstats", "conv", "conv_scale_bias_relu")
+                assert kind in {k.value for k in GraphKind}
                 assert "rejected" in entry or "error" in entry or "plan_count" in entry
+
+
+class _BackwardGraph:
+    """The part of a cuDNN graph plan choice uses (as tests/test_faults.py's), of a backward kind."""
+
+    def __init__(self, kind, key, names):
+        self.kind, self.key, self.names, self.plan_count = kind, key, list(names), len(names)
+
+    def plan_name(self, i):
+        return self.names[i]
+
+    def build_plan(self, i):
+        return 0
+
+
+BENCH_SHAPES = [((128, 56, 56, 64), (64, 3, 3, 64)), ((128, 14, 14, 256), (256, 3, 3, 256)),
+                ((64, 224, 224, 64), (64, 3, 3, 64))]
+
+
+@pytest.mark.parametrize("kind", [GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD])
+@pytest.mark.parametrize("x_shape, w_shape", BENCH_SHAPES, ids=["resnet56", "resnet14", "vgg224"])
+def test_the_h200_tables_give_the_backward_graphs_their_winners(kind, x_shape, w_shape, monkeypatch):
+    # the benchmark's shapes: the shipped H200 tables list dgrad and wgrad, and plan choice takes the
+    # winner without timing (explain then says "experience table winner")
+    from lazytensor.cbr import cudnn_cache
+    table = ExperienceTable.for_device("NVIDIA H200", 91900)
+    key = ConvKey.of(x_shape, w_shape, "float16", 1, 1, 1)
+    ranked = dict(table.ranked_plans(kind, key))
+    assert ranked.get("winner"), f"no {kind.value} entry for {key.table_key()}"
+    monkeypatch.setattr(cudnn_cache, "fastest_plan", lambda *a: pytest.fail("a shape the table lists was timed"))
+    graph = _BackwardGraph(kind, key, ["eng_other", ranked["winner"], "eng_last"])
+    choice = cudnn_cache.ConvGraphCache(tune=True, table=table)._choose_plan(graph, table, {})
+    assert (choice.source, choice.rank, choice.name) == ("table", "winner", ranked["winner"])
+    assert "experience table winner" in choice.describe()
+
+
+@pytest.mark.parametrize("tune", [True, False])
+def test_a_backward_shape_without_an_entry_is_timed_once_else_cudnns_heuristic(tune, monkeypatch):
+    from lazytensor.cbr import cudnn_cache
+    from lazytensor.cbr.cudnn_plans import PlanChoice
+    table = ExperienceTable.for_device("NVIDIA H200", 91900)
+    key = ConvKey.of((3, 9, 9, 24), (40, 3, 3, 24), "float16", 1, 1, 1)     # in no model's table
+    assert not table.ranked_plans(GraphKind.CONV_WGRAD, key)
+    timed = []
+
+    def fastest(graph, pointers, candidates, runs):
+        timed.append(graph.key)
+        return PlanChoice(1, graph.plan_name(1), 0, "timed", graph.plan_count)
+
+    monkeypatch.setattr(cudnn_cache, "fastest_plan", fastest)
+    graph = _BackwardGraph(GraphKind.CONV_WGRAD, key, ["eng_a", "eng_b"])
+    choice = cudnn_cache.ConvGraphCache(tune=tune, table=table)._choose_plan(graph, table, {})
+    assert (choice.source, bool(timed)) == (("timed", True) if tune else ("heuristic", False))

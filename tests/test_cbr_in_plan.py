@@ -164,3 +164,31 @@ def test_a_downsample_reads_dy_and_the_mask_of_the_residual_relu(evaluated, monk
         _, want = gradients()
     for k, (a, b) in enumerate(zip(got, want)):
         assert_close(a, b.astype(np.float64), f"gradient {k}", 2e-4)
+
+
+def test_the_mask_where_the_relu_is_a_value_evaluated_once(monkeypatch):
+    # the cutter may evaluate a wide shared value once (lazytensor.plan.shared_values): the relu's
+    # kernel is then that step, which also writes the mask
+    from lazytensor.plan import shared_values
+    monkeypatch.setattr(shared_values, "MIN_SAVED", -100)
+    data = batches(2, seed=3)
+    step, model, losses = _train(data)
+    assert "backward: 4 of 4" in str(lt.explain(step, source=False))
+    monkeypatch.setattr(shared_values, "MIN_SAVED", 4)
+    _, reference, want = _train(data)
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
+    for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_explain_grad_says_which_backward_each_block_takes():
+    _, lazy, dy = _forwards(((2, 4, 4, 3), (8, 3, 3, 3), 1, 1, 1, "relu", 5))
+    text = str(lt.explain_grad(lazy.root, [lazy.w, lazy.gamma], grad_output=lt.asarray(dy)))
+    assert "backward of relu(batch_norm(conv2d(" in text and "fused CBR backward of relu(batch_norm" in text
+    assert "no dgrad (x gets no gradient: the first layer)" in text
+    rng, x, w, gamma, beta = operands((2, 4, 4, 3), (8, 3, 3, 3), "relu", 5, np.float64)
+    w = lt.asarray(w)
+    bn = lt.batch_norm(lt.conv2d(lt.asarray(x), w, padding=1), lt.asarray(gamma), lt.asarray(beta),
+                       lt.zeros((8,), np.float32), lt.ones((8,), np.float32))
+    text = str(lt.explain_grad(lt.sum(lt.relu(bn)), [w]))
+    assert "per-op rules" in text and "the activations are float64" in text

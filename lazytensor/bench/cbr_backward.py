@@ -2,10 +2,14 @@
 (relu(batch_norm(conv2d(x, w))) forward, then the fused backward: stage 1 drelu + dBN, wgrad, dgrad)
 against its peers and its floor, in the same run as the forward rows (lazytensor/bench/cbr.py).
 
-  lazytensor fused          the fused forward (out[...] = relu(batch_norm(conv2d(...)))), then stage 1
-                            (d(conv_out) evaluated; the dBN sums give dgamma and dbeta on the way) and
-                            lt.conv_grads (wgrad, then dgrad; two streams where that measured faster)
-  first layer               the same without dgrad (x is training data): faster by at least dgrad's time
+  lazytensor fused          the fused forward (out[...] = relu(batch_norm(conv2d(...)))), then ONE
+                            lt.conv_grads call over stage 1's d(conv_out) expression: stage 1 (the dBN
+                            sums give dgamma and dbeta on the way), wgrad, then dgrad (two streams where
+                            that measured faster), one recipe and one CUDA graph
+  ..., two calls            the same with stage 1 assigned to a tensor first, then lt.conv_grads over it
+                            (two recipes, two graphs: the host cost of one call more)
+  first layer               the same without dgrad (x is training data, lt.conv_grads(first_layer=True)):
+                            faster by at least dgrad's time
   dBN stage                 stage 1 alone, against its own floor: one read of dY, of the conv output and of
                             the 1-bit mask, one write of d(conv_out)
   dBN sums / d(conv_out)    on CUDA, each of stage 1's two vectorized kernels against its own floor, and the
@@ -21,6 +25,8 @@ against its peers and its floor, in the same run as the forward rows (lazytensor
                             bandwidth measured in this run
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -44,13 +50,19 @@ class BackwardCase:
         d_conv, _, _, _ = lt.cbr_bn_backward(self.dy, self.case.saved, self.case.gamma)
         self.d_conv[...] = d_conv
 
+    def backward(self, first_layer=False):
+        """Stage 1 and the backward convolutions as one lt.conv_grads call: one recipe, one graph."""
+        d_conv, _, _, _ = lt.cbr_bn_backward(self.dy, self.case.saved, self.case.gamma)
+        return lt.conv_grads(d_conv, self.case.x, self.case.w, self.attrs, first_layer=first_layer)
+
     def fwd_bwd(self, first_layer=False):
         self.case.fused(True)
+        self.backward(first_layer)
+
+    def fwd_bwd_two_calls(self):
+        self.case.fused(True)
         self.stage1()
-        if first_layer:
-            self.dw[...] = lt.conv2d_backward_filter(self.case.x, self.d_conv, self.case.w.shape, self.attrs)
-        else:
-            lt.conv_grads(self.d_conv, self.case.x, self.case.w, self.attrs)
+        lt.conv_grads(self.d_conv, self.case.x, self.case.w, self.attrs)
 
     def dgrad_alone(self):
         self.dx[...] = lt.conv2d_backward_data(self.d_conv, self.case.w, self.case.x.shape, self.attrs)
@@ -66,6 +78,7 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
     full, first, dbn = f"{label} train fwd+bwd", f"{label} first layer fwd+bwd", f"{label} dBN stage"
     for _ in range(3):                      # plans, graphs and choices made; d_conv holds real values
         b.fwd_bwd()
+        b.fwd_bwd_two_calls()
     # The forward's graph was captured by the forward-only rows: it hands its results out again only
     # while nothing but the caller's holder refers to them (a cuDNN rejection that kept the first
     # backward's frames alive made every later forward run step by step; cbr/cudnn_cache.py)
@@ -83,6 +96,8 @@ def add_rows(table, label, case, time_fn, bw, t_conv, guarded, peers=()):
                     "+ the write of d(conv_out)")
         table.floor(first, t_conv + t_wgrad + passes, "as fwd+bwd, without dgrad")
     t_full = guarded(table, full, "lazytensor fused", lambda: time_fn(b.fwd_bwd))
+    guarded(table, full, "lazytensor fused, two calls (stage 1, then lt.conv_grads)",
+            lambda: time_fn(b.fwd_bwd_two_calls))
     t_first = guarded(table, first, "lazytensor fused, no dgrad", lambda: time_fn(lambda: b.fwd_bwd(True)))
     if None not in (t_full, t_first, t_dgrad):
         table.notes.append(f"{label}: first layer saves {(t_full - t_first) * 1e3:.3f} ms against a dgrad of "
@@ -128,10 +143,11 @@ def _call_notes(table, label, b):
     case.fused(True)        # explain filled the holder with arrays it planned: the forward's results again
     d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
     table.notes.append(f"{label} fwd+bwd, stage 1: {_replay_line(d_conv, b.d_conv)}")
-    table.notes.append(f"{label} fwd+bwd, lt.conv_grads: planned and launched step by step from Python on every call "
-                       "(it has no plan recipe and no graph replay)")
-    parts = {"forward": lambda: case.fused(True), "stage 1": b.stage1,
-             "conv_grads": lambda: lt.conv_grads(b.d_conv, case.x, case.w, b.attrs), "whole fwd+bwd": b.fwd_bwd}
+    for line in _conv_grads_lines(b):
+        table.notes.append(f"{label} fwd+bwd, lt.conv_grads: {line}")
+    parts = {"forward": lambda: case.fused(True), "backward (stage 1 within lt.conv_grads)": b.backward,
+             "stage 1 alone": b.stage1, "lt.conv_grads over the stage's result": lambda: lt.conv_grads(
+                 b.d_conv, case.x, case.w, b.attrs), "whole fwd+bwd": b.fwd_bwd}
     times = []
     for name, fn in parts.items():
         fn()
@@ -145,6 +161,20 @@ def _call_notes(table, label, b):
             sync()
         times.append(f"{name} {sorted(rounds)[2] * 1e6:.0f} us")
     table.notes.append(f"{label} fwd+bwd, host time per call (no synchronization inside the loop): " + ", ".join(times))
+
+
+def _conv_grads_lines(b):
+    """What lt.explain says of the fwd+bwd call's lt.conv_grads (stage 1 within it): its steps, one
+    stream or two and why, each cuDNN
+    graph's plan and its source (the experience table's winner, timed, or cuDNN's heuristic), and its
+    recipe and graph replay."""
+    case = b.case
+    d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, case.saved, case.gamma)
+    text = str(lt.explain(lt.ConvGradsCall(d_conv, case.x, case.w, b.attrs)))
+    keep = ("WgradThenDgrad", "note: measured", "note: LAZYTENSOR", "ConvBackward", "plan:", "recipe:",
+            "CUDA graph replay", "DbnSums", "DbnDx", "FusedReduction", "FusedElementwise")
+    lines = [re.sub(r"^\[\d+\] ", "", line.strip()) for line in text.splitlines()]
+    return [line for line in lines if line.startswith(keep)]
 
 
 def _stage_kernel_rows(table, label, b, time_fn, bw, guarded, reps: int = 20):

@@ -11,7 +11,9 @@ lazytensor.plan.cbr_backward_plan:
   cbr_dbn_sums  (K, 2) float32: [sum(dY'), sum(dY' * x_hat)] per channel, dY' = dY * mask, as ONE
                 reduction kernel that reads dY, the mask bits and the conv output once;
   cbr_dbn_dx    d(conv_out) = gamma * inv_var * (dY' - dbeta / n - x_hat * dgamma / n), ONE kernel;
-and, in the residual form, cbr_drelu: d(skip) = dY * mask, one kernel. dY * mask is never written
+and, in the residual form, cbr_drelu: d(skip) = dY * mask, written by the sums' pass where that is
+the vectorized CUDA kernel (float16, K a multiple of 8: the sums node is then its operand), else one
+kernel of its own. dY * mask is never written
 to memory: each kernel reads the mask bits itself. dbeta and dgamma are columns 0 and 1 of the sums.
 The saved arrays become the nodes' operands when the backward is built, so the backward reads the
 forward it was built after, whatever runs later; a forward that never ran raises here.
@@ -25,6 +27,7 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.ops.conv_bn import BatchNormSaved, _tensor_operand
 from lazytensor.ops.forward_saved import forward_saved
+from lazytensor.plan.cbr_dbn_cuda import vector_refusal
 
 
 _CONSTANTS: dict = {}   # (device, what) -> a small constant Tensor the stage-1 kernels read
@@ -58,6 +61,14 @@ def _checked_dy(dy, conv_out, what):
     if dy.dtype != conv_out.dtype:
         dy = dy.astype(conv_out.dtype)
     return dy
+
+
+def sums_write_skip(dy) -> bool:
+    """Whether the dBN sums' pass may write d(skip) from the dY and mask it reads: the vectorized
+    CUDA kernels (float16, K a multiple of 8). The sums node is then d(skip)'s operand, and a plan
+    of d(skip) plans the sums (needed for every other gradient of the block anyway); elsewhere d(skip)
+    is a kernel of its own, which a plan of d(skip) alone runs without the sums."""
+    return dy.device != "cpu" and vector_refusal(dy.dtype, tuple(dy.shape), ()) is None
 
 
 def cbr_bn_backward(dy, saved: BatchNormSaved, gamma, relu: bool = True, residual: bool = False):
@@ -121,5 +132,7 @@ def _stage1(dy, conv_out, mean, inv_var, relu_mask, gamma, residual, what):
                   conv_out.dtype, conv_out.device, heavy=True, attrs=attrs)
     d_skip = None
     if residual:
-        d_skip = Expr("cbr_drelu", (dy, *mask), tuple(dy.shape), dy.dtype, dy.device, heavy=True, attrs=attrs)
+        by_sums = (sums,) if sums_write_skip(dy) else ()
+        d_skip = Expr("cbr_drelu", (dy, *mask, *by_sums), tuple(dy.shape), dy.dtype, dy.device, heavy=True,
+                      attrs=attrs)
     return d_conv, sums[:, 1], sums[:, 0], d_skip

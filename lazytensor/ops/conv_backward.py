@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from lazytensor.core.expr import Expr
 from lazytensor.ops.conv_bn import ConvAttrs, _checked_conv, _tensor_operand
+from lazytensor.plan.conv_backward_plan import FIRST_LAYER_NOTE
 
 
 @dataclass(frozen=True)
 class FirstLayerWgradAttrs(ConvAttrs):
     """The attrs of a wgrad whose forward conv reads training data (the first layer): no dgrad is
     planned beside it, and explain says so."""
-    note: str = "first layer: x is not among the inputs of the gradient, so no dgrad is planned"
+    note: str = FIRST_LAYER_NOTE
 
 
 def _conv_attrs(attrs, stride, padding, dilation, x_shape, w_shape, dtype_a, dtype_b, what):

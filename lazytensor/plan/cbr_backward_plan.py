@@ -224,6 +224,8 @@ def _build_sums(node, backend, cut, out):
     if refusal is None:
         from lazytensor.plan.cbr_dbn_cuda import DbnSumsStep
         steps.append(DbnSumsStep(backend, dy, conv_out, mask, mean, inv_var, result))
+        if mask is not None:        # a d(skip) node of this plan may have this pass write it (_build_drelu)
+            cut.evaluated[_SKIP_WRITER, id(node)] = (node, steps[-1])
     else:
         _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, result, steps)
         _generic(backend, steps, refusal)
@@ -365,13 +367,26 @@ class DbnGraphStep:
         return text
 
 
+_SKIP_WRITER = "the sums step that may write d(skip)"    # with id(sums node): a key of the cut's `evaluated`
+
+
 def _build_drelu(node, backend, cut, out):
+    """d(skip) = dY': written by the vectorized sums pass of this plan where its node is an operand
+    (the sums are planned for dgamma, dbeta and d(conv_out) anyway: one write instead of a pass
+    reading dY and the mask again), else one kernel of its own."""
     steps: list = []
-    arrays = _operands(node, backend, cut, steps)
+    arrays = [_contiguous(cut(a), backend, steps).data for a in node.args[:3]]
     dy, mask, bits = arrays
     result = _result(node, backend, out, arrays)
     refusal = _vector_refusal(backend, node, (dy, result))
     if refusal is None:
+        if len(node.args) > 3:
+            sums = node.args[3]
+            cut(sums)
+            found = cut.evaluated.get((_SKIP_WRITER, id(sums)))
+            if found is not None and found[1].skip is None:
+                found[1].skip = result
+                return _finish(node, backend, out, result, steps)
         from lazytensor.plan.cbr_dbn_cuda import DreluStep
         steps.append(DreluStep(backend, dy, mask, result))
         return _finish(node, backend, out, result, steps)

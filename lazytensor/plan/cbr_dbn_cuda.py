@@ -51,18 +51,19 @@ def _record(backend, what, elements, geometry):
 
 class DbnSumsStep:
     """out (K, 2) float32 = [sum dY', sum dY' * x_hat] per channel: lt_dbn_sums into per-block
-    partials, then lt_dbn_finish."""
-    __slots__ = ("backend", "geometry", "dy", "x", "mask", "mean", "inv_var", "partial", "out")
+    partials, then lt_dbn_finish. skip (the residual form): d(skip) = dY' written by the same pass."""
+    __slots__ = ("backend", "geometry", "dy", "x", "mask", "mean", "inv_var", "partial", "out", "skip")
 
-    def __init__(self, backend, dy, x, mask, mean, inv_var, out):
+    def __init__(self, backend, dy, x, mask, mean, inv_var, out, skip=None):
         self.backend, self.dy, self.x, self.mask, self.mean, self.inv_var, self.out = (
             backend, dy, x, mask, mean, inv_var, out)
+        self.skip = skip
         self.geometry = g = geometry_for(backend, x, mask is not None)
         self.partial = backend.empty((g.partial_rows, 2, 8 * g.V), _F32)
 
     def run(self):
         cuda_dbn.dbn_sums(self.backend.compiler, self.geometry, self.dy, self.x, self.mask, self.mean, self.inv_var,
-                          self.partial, self.out)
+                          self.partial, self.out, self.skip)
         _record(self.backend, "sums", self.out.size, self.geometry)
 
     def capture_refusal(self):
@@ -73,7 +74,10 @@ class DbnSumsStep:
         text = (f"DbnSums on cuda: per channel sum(dY') and sum(dY' * x_hat) -> float32 {tuple(self.out.shape)}, "
                 f"{what}: one read of dY, the conv output{' and the mask bits' if self.mask is not None else ''} "
                 f"with 16-byte loads, float32 per thread, per-block partials summed in float64 in a fixed order "
-                f"(deterministic)\n  note: {self.geometry.describe()}")
+                f"(deterministic)"
+                + (f"; writes d(skip) = dY' {tuple(self.skip.shape)} float16 from the same reads (no pass of its own)"
+                   if self.skip is not None else "")
+                + f"\n  note: {self.geometry.describe()}")
         if source:
             text += "\n" + _source(self.mask is not None, "sums") + "\n" + _source(self.mask is not None, "finish")
         return text

@@ -15,6 +15,8 @@ from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, may_overlap
 from lazytensor.plan.steps import Learned
 from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc
 
+FIRST_LAYER_NOTE = "first layer: x is not among the inputs of the gradient, so no dgrad is planned"
+
 # kind -> (what explain calls it, the cuDNN graph kind, the CPU function)
 _KINDS = {
     "dgrad": ("dgrad: dx = conv2d_backward_data(dy, w)", "conv_dgrad", conv2d_backward_data_nhwc),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.core.expr import apply
 from lazytensor.kernels.program import with_relu_mask
 from lazytensor.plan.planner import HEAVY, evaluating_step, materialized, plan
 from lazytensor.plan.steps import FusedElementwise
@@ -46,17 +47,18 @@ def _relu_mask(relu, backend, cut, side):
         return [], found["relu_mask"]
     steps: list = []
     value = cut(relu)
-    step = evaluating_step(cut, value)
-    if step is None:                # not evaluated yet: here, with its mask; later readers read it
-        materialized(value, backend, steps, cut)
+    step = evaluating_step(cut, value)     # (a Tensor where the cutter evaluated the relu once: its writer)
+    if step is None and not isinstance(value, _tensor.Tensor):
+        materialized(value, backend, steps, cut)    # not evaluated yet: here, with its mask; later readers read it
         step = evaluating_step(cut, value)
-    elif not _can_take_mask(step):  # evaluated by a step that cannot take the mask: once more, for the mask
-        steps = plan(value, backend.empty(tuple(value.shape), value.dtype), backend)
+    elif step is None or not _can_take_mask(step):
+        # evaluated by a step that cannot take the mask: relu of that value once more, for the mask
+        again = apply("relu", value) if isinstance(value, _tensor.Tensor) else value
+        steps = plan(again, backend.empty(tuple(value.shape), value.dtype), backend)
         step = steps[-1]
     mask = backend.empty(((step.out.size + 7) // 8,), _U8)
     step.program = with_relu_mask(step.program)
-    step.mask = mask
-    step.bound = None               # (bound before its first run only; cleared for clarity)
+    step.mask = mask                # (planned, not run yet: its launch is bound on its first run)
     step.note = "; ".join(filter(None, [step.note, "BN apply + ReLU + the 1-bit ReLU mask the backward of this "
                                                   "plan reads"]))
     result = _tensor.Tensor(mask, relu.device)

@@ -208,7 +208,8 @@ def _root_writers(pairs, backend, cut, steps, candidates) -> list:
         if aliased(out, [leaf.data for a in args for leaf in a.leaves]):
             continue
         new_steps, _ = HEAVY[node.op](node, backend, cut, out)
-        _add_note(new_steps[-1], f"writes result {i}")
+        if new_steps:                       # (none where an earlier step writes it: d(skip) by the dBN sums)
+            _add_note(new_steps[-1], f"writes result {i}")
         steps.extend(new_steps)
         result[i] = (None, node)
     return result

@@ -40,21 +40,31 @@ def signature_several(pairs):
     """-> (key, arrays, holders, addresses) of the pairs [(destination array, expression)], where
     arrays are the expressions' tensors' arrays, then the destinations. A key holding an attribute
     that cannot be hashed raises TypeError when looked up (the plan is then made every time)."""
-    index: dict = {}                # id(node) -> position in `parts`
-    parts: list = []
-    tensors: list = []
-    addresses: list = []
-    holders: list = []
     dests: dict = {}                # id(owner) -> (destination index, its address)
     outs = []
     for k, (out, _) in enumerate(pairs):
         at = address(out)
         first = dests.setdefault(id(owner(out)), (k, at))
         outs.append((_layout(out), type(out), first[0], at - first[1]))
+    parts, roots, tensors, holders, addresses = walk([root for _, root in pairs], dests)
+    key = ("several", parts, roots, tuple(outs))
+    arrays = tensors + [out for out, _ in pairs]
+    return key, arrays, holders, addresses + [address(out) for out, _ in pairs]
+
+
+def walk(roots, dests) -> tuple:
+    """The structure of the expressions `roots` (Tensors among them) in one numbering:
+    (parts, each root's position, the tensors' arrays, result holders, the arrays' addresses).
+    dests: id(owner) -> (index, address) of the destinations, which a tensor read is placed against."""
+    index: dict = {}                # id(node) -> position in `parts`
+    parts: list = []
+    tensors: list = []
+    addresses: list = []
+    holders: list = []
     owners: dict = {}               # id(owner) -> index of the first tensor in it
     consts: dict = {}               # a Const's part -> its position
-    roots = []
-    for _, root in pairs:
+    positions = []
+    for root in roots:
         stack = [root]
         while stack:
             node = stack[-1]
@@ -105,10 +115,8 @@ def signature_several(pairs):
             stack.pop()
             index[id(node)] = len(parts)
             parts.append(part)
-        roots.append(index[id(root)])
-    key = ("several", tuple(parts), tuple(roots), tuple(outs))
-    arrays = tensors + [out for out, _ in pairs]
-    return key, arrays, holders, addresses + [address(out) for out, _ in pairs]
+        positions.append(index[id(root)])
+    return tuple(parts), tuple(positions), tensors, holders, addresses
 
 
 def _make(pairs, backend) -> list:

@@ -1,6 +1,7 @@
 """lt.explain_grad(output, inputs): what lt.grad builds for each input and the plan that runs it,
 with what the reverse pass decided: where a gradient stops at an op without one (comparisons,
-floor, casts to integers, where's condition), and which tensors get no gradient work at all."""
+floor, casts to integers, where's condition), which tensors get no gradient work at all, and which
+subgraphs a backward pattern took (the fused CBR backward) or why it did not."""
 from __future__ import annotations
 
 from lazytensor.autodiff.reverse import grad
@@ -24,6 +25,8 @@ def explain_grad(output, inputs, grad_output=None, source: bool = False) -> Expl
                          f"so nothing is built or planned for its gradient")
     for node, i, why in gradients.stops:
         lines.append(f"no gradient: argument {i} of {render_tree(node)}: {why}")
+    for node, what in gradients.paths:      # backward patterns taken, and why one was not
+        lines.append(f"backward of {render_tree(node)}: {what}")
     steps = []
     for k, g in enumerate(gradients):
         e = explain(g, source=source)
