@@ -8,6 +8,11 @@
     run_elementwise(program, out, inputs, scalars, mask=None)
                                  render + compile (cached) + launch one fused kernel writing `out`
                                  (and, for a program with a ReLU mask, the packed bits into `mask`)
+    run_flat(program, out, inputs, scalars)
+                                 run_elementwise for operands known to be C-contiguous with out's
+                                 shape (no mask): the caller has checked the layout. Backends whose
+                                 bind_elementwise is None (the CPU); one that binds (CUDA) runs a
+                                 step instead (lazytensor.plan.direct)
     explain_elementwise(program, out, inputs)
                                  the source and launch configuration that run_elementwise would use
     run_reduction(program, spec, out, inputs, scalars)

@@ -179,6 +179,20 @@ class CpuBackend:
                 fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
         self._first_or_logged_call(kernel, fn, args, out.size)
 
+    def run_flat(self, program, out, inputs, scalars):
+        """run_elementwise for operands the caller knows to be C-contiguous with out's shape (flat
+        layout; lazytensor.plan.direct): the compiled kernel is called without the layout tests. A
+        kernel not compiled yet, float16 operands or a profile take run_elementwise."""
+        flat = self._flat_kernels
+        kernel = flat[1].get((program, out.ndim)) if flat[0] is self.kernels else None
+        if kernel is not None and not kernel.f16 and not launch_log.listeners:
+            module = kernel.module
+            fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+            if fn.overloads:
+                fn(out, *inputs, *scalars)
+                return
+        self.run_elementwise(program, out, list(inputs), list(scalars))
+
     def _interpret(self, program, layout, out, inputs, scalars, mask, key):
         """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""
         started = time.perf_counter()
@@ -275,7 +289,7 @@ class CpuBackend:
         if strategy(spec) == "rows":
             main(_kernel_arg(target), *args)
         else:
-            nchunks = max(1, min(CHUNKS, shape[spec.axes[0]]))
+            nchunks = _chunks(shape[spec.axes[0]], small)
             nk = target.size // 2 if spec.kind == "meanvar" else target.size
             parts = [np.empty((nchunks, nk), dt) for dt in state_types(spec)]
             main(*parts, nchunks, *args)
@@ -293,7 +307,17 @@ class CpuBackend:
             if len(self._ready_reductions) > 4096:
                 self._ready_reductions.clear()
             self._ready_reductions[(program, id(spec))] = _ReadyReduction(
-                self.kernels, spec, flat_spec, module, small, strategy(flat_spec) == "rows", state_types(flat_spec))
+                self.kernels, spec, flat_spec, kernel, small, strategy(flat_spec) == "rows", state_types(flat_spec))
+
+    def run_flat_reduction(self, program, spec, out, inputs, scalars):
+        """run_reduction for a C-contiguous `out` and inputs the caller knows to be C-contiguous of
+        the spec's input shape (lazytensor.plan.host_scalar): a kept launch runs without the layout
+        tests."""
+        ready = self._ready_reductions.get((program, id(spec)))
+        if ready is not None and ready.spec is spec and ready.cache is self.kernels and not launch_log.listeners:
+            ready.launch(out, inputs, scalars)
+        else:
+            self.run_reduction(program, spec, out, inputs, scalars)
 
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)
@@ -333,9 +357,12 @@ class _ReadyReduction:
     (flattened to one axis when every axis is reduced, as run_reduction does). The entry holds the
     spec it was made for: its id in the key is never reused while the entry lives; and the kernel
     cache it came from: a backend given a new cache (tests do) starts without them."""
-    __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten")
+    __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten",
+                 "f16")
 
-    def __init__(self, cache, spec, flat_spec, module, small, rows, state_dtypes):
+    def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
+        module = kernel.module
+        self.f16 = kernel.f16 or spec.out_dtype == _F16     # float16 arrays travel as uint16 bit patterns
         self.cache = cache
         self.spec = spec
         self.shape = spec.in_shape
@@ -350,7 +377,7 @@ class _ReadyReduction:
         else:
             self.finish = module.reduce_finish_seq if small else module.reduce_finish
             shape = flat_spec.in_shape
-            self.nchunks = max(1, min(CHUNKS, shape[flat_spec.axes[0]]))
+            self.nchunks = _chunks(shape[flat_spec.axes[0]], small)
             nk = math.prod(flat_spec.out_shape)     # (meanvar's out is (2,) + out_shape)
             self.parts = tuple(((self.nchunks, nk), dt) for dt in state_dtypes)
 
@@ -363,18 +390,33 @@ class _ReadyReduction:
         for a in inputs:
             if a.shape != shape or not a.flags.c_contiguous:
                 return False
+        self.launch(out, inputs, scalars)
+        return True
+
+    def launch(self, out, inputs, scalars) -> None:
+        """Launch into `out`, which the caller knows to be laid out as run() checks."""
         n = (self.count,)
         dims = self.dims
         if self.flatten:
             inputs = [a.reshape(dims) for a in inputs]
-        args = [_kernel_arg(a) for a in inputs]
+        if self.f16:
+            inputs = [_kernel_arg(a) for a in inputs]
+            out = _kernel_arg(out)
         if self.rows:
-            self.main(_kernel_arg(out), *args, *scalars, *dims, *n)
+            self.main(out, *inputs, *scalars, *dims, *n)
         else:
             parts = [np.empty(s, dt) for s, dt in self.parts]
-            self.main(*parts, self.nchunks, *args, *scalars, *dims, *n)
-            self.finish(_kernel_arg(out), *parts, self.nchunks, *n)
-        return True
+            self.main(*parts, self.nchunks, *inputs, *scalars, *dims, *n)
+            self.finish(out, *parts, self.nchunks, *n)
+
+
+def _chunks(extent: int, small: bool) -> int:
+    """How many chunks a "chunks" reduction cuts its first reduced axis (of `extent`) into: CHUNKS
+    for the parallel kernel, one for the serial kernel of small arrays, where each chunk's set-up
+    (its partial state, a partial sum's lanes) would cost more than its elements (64 chunks made
+    a sum of 1k elements 2.5x slower). Either way a fixed number, so that a shape always sums in
+    the same order, whatever the thread count."""
+    return 1 if small else max(1, min(CHUNKS, extent))
 
 
 def _kernel_name(source: str) -> str:

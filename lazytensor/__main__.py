@@ -13,7 +13,7 @@ def main(argv=None) -> int:
     demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
     bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
     bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "autodiff",
+    bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "autodiff", "epilogue",
                                            "train", "all"],
                        default="all")
     bench.add_argument("--quick", action="store_true",

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
-from lazytensor.kernels.cpu import CpuBackend
 from lazytensor.plan import conv_grads as cg
-from lazytensor.plan import recipes, replay
+from lazytensor.plan import recipes
 from lazytensor.plan.steps import run_steps
+from stand_in_graphs import stand_in_graphs
 
 
 @pytest.fixture(autouse=True)
@@ -93,29 +93,9 @@ def test_dx_in_x_through_the_recipe_writes_each_calls_x():
 
 # -- graph replay with stand-in graphs ----------------------------------------------------------------
 
-class ReRun:
-    """A stand-in graph: a launch runs the captured steps again over the same arrays."""
-
-    def __init__(self, run):
-        self.run, self.launches = run, 0
-
-    def launch(self):
-        self.launches += 1
-        self.run()
-
-
 @pytest.fixture
 def cpu_graphs(monkeypatch):
-    captured = []
-
-    def capture(self, run):
-        captured.append(ReRun(run))
-        return captured[-1]
-
-    monkeypatch.setattr(CpuBackend, "capture", capture, raising=False)
-    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
-    monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
-    yield captured
+    yield stand_in_graphs(monkeypatch)
     lt.release_graphs()
 
 

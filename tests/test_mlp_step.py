@@ -179,3 +179,51 @@ def test_origins_of_several_nodes_equal_each_nodes_own():
         want = Origin(node)
         assert got.args == want.args and got.heavy == want.heavy
         assert sorted((id(t), v) for t, v in got.versions) == sorted((id(t), v) for t, v in want.versions)
+
+
+@pytest.mark.parametrize("dtype, master", [(np.float32, True), (np.float16, True), (np.float16, False)])
+def test_train_step_is_the_plain_loops_step(dtype, master):
+    """The bench's MLP step two ways from the same weights: the plain loop, `opt.step(lt.grad(loss,
+    params))` built on every call, and lt.train_step (recorded once): the same losses and weights,
+    bit for bit, over several steps (float16 parameters keep float32 master weights in both)."""
+    def model():
+        rng = np.random.default_rng(5)
+        return lt.nn.Sequential(lt.nn.Linear(12, 16, dtype=dtype, rng=rng), lt.nn.ReLU(),
+                                lt.nn.Linear(16, 16, dtype=dtype, rng=rng), lt.nn.ReLU(),
+                                lt.nn.Linear(16, 5, dtype=dtype, rng=rng))
+
+    def loss_fn(logits, labels):
+        return lt.cross_entropy(logits.astype(np.float32), labels)
+
+    rng = np.random.default_rng(6)
+    data = [(lt.asarray(rng.standard_normal((9, 12)).astype(dtype)), lt.asarray(rng.integers(0, 5, 9))) for _ in range(4)]
+    plain_model = model()
+    opt = lt.nn.SGD(plain_model.parameters(), lr=0.1, master_weights=master)
+    plain = []
+    for x, y in data:
+        loss = loss_fn(plain_model(x), y)
+        opt.step(lt.grad(loss, opt.params))
+        plain.append(float(loss.numpy()))          # the loss keeps the value it had before the update
+    recorded_model = model()
+    step = lt.train_step(recorded_model, loss_fn, lt.nn.SGD(recorded_model.parameters(), lr=0.1, master_weights=master))
+    recorded = [float(step(x, y).numpy()) for x, y in data]
+    assert recorded == plain
+    for a, b in zip(recorded_model.parameters(), plain_model.parameters()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_sgd_without_master_weights_updates_float16_in_float16():
+    """master_weights=False: PyTorch's step of a model cast to half (no float32 copy): w - lr * g in
+    float16 arithmetic (NumPy's), against the same written out in NumPy; the default keeps masters."""
+    rng = np.random.default_rng(8)
+    w0 = rng.standard_normal((6, 5)).astype(np.float16)
+    grads = [rng.standard_normal((6, 5)).astype(np.float16) for _ in range(3)]
+    w = lt.asarray(w0.copy())
+    opt = lt.nn.SGD([w], lr=0.1, master_weights=False)
+    assert opt.master == [None] and ("master_weights", False) in opt.hyperparameters()
+    want = w0.copy()
+    for g in grads:
+        opt.step([lt.asarray(g)])
+        want = want - np.float16(0.1) * g
+        np.testing.assert_array_equal(w.numpy(), want)
+    assert lt.nn.SGD([lt.asarray(w0.copy())], lr=0.1).master[0].dtype == np.float32

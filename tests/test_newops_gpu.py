@@ -45,16 +45,29 @@ def test_matmul_bool_on_cuda():
     np.testing.assert_array_equal(np.asarray(cuda(a) @ cuda(b)), a @ b)
 
 
-def test_relu_affine_on_cuda_is_matmul_then_one_kernel_and_strided_operands():
+@pytest.mark.parametrize("mode", ["off", "on"])
+def test_relu_affine_on_cuda_is_matmul_then_one_kernel_and_strided_operands(mode):
+    """With the cuBLASLt epilogue off: the GEMM, then one kernel; on: one GEMM (lazytensor.plan.matmul_epilogue)."""
+    from lazytensor.plan import matmul_epilogue
     rng = np.random.default_rng(2)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 32), (16, 32), (16,)))
-    e = lt.relu(cuda(x) @ cuda(w).T + cuda(b))
-    assert [type(s).__name__ for s in lt.explain(e).steps] == ["MatmulStep", "FusedElementwise"]
-    assert "cuBLAS GEMM (b: a transposed view (op flag, no copy); no allocation: capturable)" in str(lt.explain(e, source=False))
-    with lt.profile() as p:
-        out = lt.evaluate(e)
-        np.asarray(out)
-    assert [k.kind for k in p.kernels] == ["matmul", "elementwise"]
+    matmul_epilogue.set_mode(mode)
+    try:
+        e = lt.relu(cuda(x) @ cuda(w).T + cuda(b))
+        steps = [type(s).__name__ for s in lt.explain(e).steps]
+        text = str(lt.explain(e, source=False))
+        with lt.profile() as p:
+            out = lt.evaluate(e)
+            np.asarray(out)
+    finally:
+        matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
+    if mode == "off":
+        assert steps == ["MatmulStep", "FusedElementwise"]
+        assert "cuBLAS GEMM (b: a transposed view (op flag, no copy); no allocation: capturable)" in text
+        assert [k.kind for k in p.kernels] == ["matmul", "elementwise"]
+    else:
+        assert steps == ["MatmulStep"] and "RELU_BIAS epilogue" in text, text
+        assert [k.kind for k in p.kernels] == ["matmul"]
     np.testing.assert_allclose(np.asarray(out), np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-4)
     y = lt.zeros((16, 64), device="cuda")
     y.T[...] = cuda(x) @ cuda(w).T                  # a transposed destination: cuBLAS writes it (C^T = B^T A^T)

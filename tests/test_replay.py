@@ -12,6 +12,7 @@ import lazytensor as lt
 from devices import cudnn_ready
 from lazytensor.plan import recipes; from lazytensor.plan import replay
 from lazytensor.kernels import launch_log
+from stand_in_graphs import stand_in_graphs
 
 
 needs_cudnn = pytest.mark.skipif(not cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")
@@ -125,25 +126,10 @@ def test_no_replay_on_the_cpu():
 
 # -- the whole path on the CPU, with stand-in graphs --------------------------------------------------
 
-class ReRun:
-    """A stand-in graph: a launch runs the captured steps again over the same arrays, as a CUDA graph
-    launches the same kernels with the same arguments."""
-
-    def __init__(self, run):
-        self.run, self.launches = run, 0
-
-    def launch(self):
-        self.launches += 1
-        self.run()
-
-
 @pytest.fixture
 def cpu_graphs(monkeypatch):
     """The CPU backend given stand-in graphs, with every step taken as capturable."""
-    from lazytensor.kernels.cpu import CpuBackend
-    monkeypatch.setattr(CpuBackend, "capture", lambda self, run: ReRun(run), raising=False)
-    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
-    monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
+    stand_in_graphs(monkeypatch)
 
 
 def _cbr_operands(c=3, k=8, seed=0):

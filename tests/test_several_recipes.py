@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
 from lazytensor.plan import several_recipes
+from stand_in_graphs import stand_in_graphs
 
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -112,13 +113,9 @@ def test_graph_memory_defaults_to_a_share_of_the_device(monkeypatch):
 
 @pytest.fixture
 def cpu_graphs(monkeypatch):
-    """The CPU backend given stand-in graphs (test_replay's), every step taken as capturable."""
-    from lazytensor.kernels.cpu import CpuBackend
+    """The CPU backend given stand-in graphs, every step taken as capturable."""
     from lazytensor.plan import replay
-    from test_replay import ReRun
-    monkeypatch.setattr(CpuBackend, "capture", lambda self, run: ReRun(run), raising=False)
-    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
-    monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
+    stand_in_graphs(monkeypatch)
     monkeypatch.setattr(replay, "BUDGET", 64 << 20)
 
 

@@ -5,34 +5,15 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor.kernels.cpu import CpuBackend
 from lazytensor.plan import replay
 
 from test_train_step import batches, conv_net
-
-
-class ReRun:
-    """A stand-in graph: a launch runs the captured steps again over the same arrays."""
-
-    def __init__(self, run):
-        self.run, self.launches = run, 0
-
-    def launch(self):
-        self.launches += 1
-        self.run()
+from stand_in_graphs import stand_in_graphs
 
 
 @pytest.fixture
 def cpu_graphs(monkeypatch):
-    captured = []
-
-    def capture(self, run):
-        captured.append(ReRun(run))
-        return captured[-1]
-
-    monkeypatch.setattr(CpuBackend, "capture", capture, raising=False)
-    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
-    monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
+    captured = stand_in_graphs(monkeypatch)
     monkeypatch.setattr(replay, "BUDGET", 0)          # no room for graphs' temporaries: the arena is not theirs
     yield captured
     lt.release_graphs()

@@ -5,7 +5,10 @@
    same backward written by hand in NumPy (CPU), and PyTorch eager and torch.compile (CUDA, when
    torch is importable). 2^24 float32 elements on the CPU, 2^26 on CUDA.
 2. One MLP training step, 784 -> 4096 -> 4096 -> 10, batch 8192 (CUDA; 512 on the CPU), float32
-   and float16: forward, lt.grad, SGD update, against PyTorch eager and torch.compile.
+   and float16 (SGD updating the float16 weights, as PyTorch's over a half model: no float32 master
+   weights): forward, lt.grad, SGD update, against PyTorch eager and torch.compile; twice: the
+   plain loop (the step built and walked on every call) and lt.train_step (recorded once, one CUDA
+   graph on CUDA), checked to be the same step (the same losses from the same weights).
 """
 from __future__ import annotations
 
@@ -85,25 +88,65 @@ def _elementwise_gradients(table, device, timer, bw):
     return case
 
 
-def _mlp(table, device, timer, dtype):
+def _mlp_model(device, dtype, seed=1):
+    """The bench's MLP as an lt.nn.Sequential of Linear and ReLU, its input and labels."""
     batch = 8192 if device == "cuda" else 512
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     dims = (784, 4096, 4096, 10)
     x = lt.asarray(rng.standard_normal((batch, dims[0])).astype(dtype), device=device)
     labels = lt.asarray(rng.integers(0, 10, batch), device=device)
-    layers = [lt.nn.Linear(i, o, dtype=dtype, device=device, rng=rng) for i, o in zip(dims, dims[1:])]
-    params = [p for layer in layers for p in layer.parameters()]
-    opt = lt.nn.SGD(params, lr=0.01)
+    model = lt.nn.Sequential(lt.nn.Linear(784, 4096, dtype=dtype, device=device, rng=rng), lt.nn.ReLU(),
+                             lt.nn.Linear(4096, 4096, dtype=dtype, device=device, rng=rng), lt.nn.ReLU(),
+                             lt.nn.Linear(4096, 10, dtype=dtype, device=device, rng=rng))
+    return model, x, labels
 
-    def step():
-        h = x
-        for layer in layers[:-1]:
-            h = lt.relu(layer(h))
-        loss = lt.cross_entropy(layers[-1](h).astype(np.float32), labels)
-        opt.step(lt.grad(loss, params))
 
-    case = f"MLP 784-4096-4096-10 training step, batch {batch}, {np.dtype(dtype).name}"
-    table.add(case, "lazytensor", timer(step))
+def mlp_optimizer(model):
+    """SGD as the PyTorch peer's: torch.optim.SGD over a model cast to float16 updates the float16
+    weights themselves, so lazytensor's SGD keeps no float32 master weights here (master_weights=False)."""
+    return lt.nn.SGD(model.parameters(), lr=0.01, master_weights=False)
+
+
+def mlp_loss(logits, labels):
+    """The loss of the MLP step, in float32 whatever the logits' dtype (as the PyTorch peer's .float())."""
+    return lt.cross_entropy(logits.astype(np.float32), labels)
+
+
+def plain_mlp_step(model, opt):
+    """The step as a user writes it: forward, lt.grad, opt.step (one lt.assign), built on every call.
+    Returns the loss expression (it keeps the value it had before the update)."""
+    def step(x, labels):
+        loss = mlp_loss(model(x), labels)
+        opt.step(lt.grad(loss, opt.params))
+        return loss
+    return step
+
+
+def same_step(device, dtype, steps: int = 3) -> float:
+    """The largest relative difference between the losses of the plain loop and of lt.train_step
+    over `steps` steps from the same weights (the same step: 0 or rounding)."""
+    losses = []
+    for record in (False, True):
+        model, x, labels = _mlp_model(device, dtype)
+        opt = mlp_optimizer(model)
+        step = lt.train_step(model, mlp_loss, opt) if record else plain_mlp_step(model, opt)
+        losses.append([float(step(x, labels).numpy()) for _ in range(steps)])
+    return max(abs(a - b) / abs(a) for a, b in zip(*losses))
+
+
+def _mlp(table, device, timer, dtype):
+    model, x, labels = _mlp_model(device, dtype)
+    opt = mlp_optimizer(model)
+    plain = plain_mlp_step(model, opt)
+    case = f"MLP 784-4096-4096-10 training step, batch {x.shape[0]}, {np.dtype(dtype).name}"
+    table.add(case, "lazytensor, plain loop: opt.step(lt.grad(loss, params))", timer(lambda: plain(x, labels)))
+    model, x, labels = _mlp_model(device, dtype)
+    step = lt.train_step(model, mlp_loss, mlp_optimizer(model))
+    table.add(case, "lazytensor lt.train_step (recorded; one CUDA graph on cuda)", timer(lambda: step(x, labels)))
+    graph = step.last.plan.describe_graph()
+    table.notes.append(f"{case}: lt.train_step: {graph}; the same step as the plain loop: losses of 3 steps "
+                       f"from the same weights {same_step(device, dtype):.1e} apart (relative)")
+    del step, model, plain, opt
     torch = _torch(device)
     if torch is not None:
         tdtype = torch.float16 if dtype == np.float16 else torch.float32
@@ -124,14 +167,16 @@ def _mlp(table, device, timer, dtype):
         table.add(case, "torch.compile", timer(compiled))
 
 
-def run_autodiff_bench(print_fn=print, device: str = "cpu") -> Table:
+def run_autodiff_bench(print_fn=print, device: str = "cpu", cases=("gradients", "mlp")) -> Table:
+    """cases: "gradients" (the elementwise gradients) and/or "mlp" (the MLP step)."""
     timer = _timer(device)
-    bw = _bandwidth(device)
     peer = "NumPy (backward by hand)" if device == "cpu" else ("PyTorch eager" if _torch(device) else "lazytensor")
     table = Table(f"lazytensor autodiff benchmark on {device}", peer)
-    table.notes.append(f"copy bandwidth measured in this run: {bw / 1e9:.1f} GB/s (read + write)")
-    _elementwise_gradients(table, device, timer, bw)
-    for dtype in (np.float32, np.float16):
+    if "gradients" in cases:
+        bw = _bandwidth(device)
+        table.notes.append(f"copy bandwidth measured in this run: {bw / 1e9:.1f} GB/s (read + write)")
+        _elementwise_gradients(table, device, timer, bw)
+    for dtype in (np.float32, np.float16) if "mlp" in cases else ():
         _mlp(table, device, timer, dtype)
     print_fn(table.render())
     return table

@@ -71,18 +71,23 @@ _ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finf
 _consts: dict = {}
 
 
-def constant(value, dtype) -> Const:
-    """Const(value, dtype), the same object for the same scalar of the same type and dtype."""
-    key = (type(value), value, dtype)
-    c = _consts.get(key)
+def constant(value, dtype, table=None) -> Const:
+    """Const(value, dtype), the same object for the same scalar of the same type and dtype.
+    table: where a caller for which type and dtype are fixed keeps its own, by value alone (binary's
+    cases: one lookup of a small int or float, not of a tuple holding a dtype)."""
+    if table is None:
+        table, key, most = _consts, (type(value), value, dtype), 4096
+    else:
+        key, most = value, 256      # (a case's own: a loop over ever new values fills it alone)
+    c = table.get(key)
     if c is None:
         c = Const(value, dtype)
         limit = _ROUNDED_ABOVE.get(dtype)
         if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
             return c
-        if len(_consts) > 4096:
-            _consts.clear()
-        _consts[key] = c
+        if len(table) > most:
+            table.clear()
+        table[key] = c
     return c
 
 
@@ -343,56 +348,46 @@ def apply(op: str, *operands) -> Expr:
     return Expr(op, tuple(args), shape, out, device, heavy)
 
 
+# The nodes operators build, by case: (op, key of a, key of b) -> (structure id, dtype, loop dtype of
+# a, of b, the case's interned Consts), and (op, key of x) -> (structure id, dtype) for one operand.
+# An operand's key is its structure id, which fixes its dtype (every structure key holds one), or a
+# Python scalar's type: so ONE lookup stands for the type rule, the test that no astype is needed,
+# and the new node's structure id, all of which the general path (apply) worked out the first time.
+# Only cases whose outcome never depends on a scalar's value are kept: no rewrite (x ** 2), no
+# Python int in an integer loop (NumPy's overflow check), at least one operand a node, none heavy.
+_cases: dict = {}
+_SCALAR_KEYS = (int, float, bool)
+
+
 def binary(op: str, a, b) -> Expr:
-    """apply(op, a, b) for what every binary operator builds, with the common cases (nodes and
-    Python scalars, a known type rule, no overflow check) in fewer steps; anything else is apply's."""
-    if op in REWRITES:
-        return apply(op, a, b)
-    a_node = isinstance(a, Operand)
-    b_node = isinstance(b, Operand)
-    ta = a.dtype if a_node else _WEAK.get(type(a))
-    tb = b.dtype if b_node else _WEAK.get(type(b))
-    rule = _rules.get((op, (ta, tb)))
-    if rule is None or type(rule) is TypeError or not (a_node or b_node):
-        return apply(op, a, b)
-    (la, lb), out = rule
-    if (type(a) is int and la.kind in "iu") or (type(b) is int and lb.kind in "iu"):
-        return apply(op, a, b)            # NumPy's overflow check and exact comparisons
-    if a_node:
-        if a.dtype is not la and a.dtype != la:
-            a = Expr("astype", (a,), a.shape, la, a.device, a.heavy)
+    """The node of `a <op> b`, as apply(op, a, b) builds it. A case seen before (_cases) builds it
+    here, unrolled: every operator a user writes runs this, so it is the fields Expr.__init__
+    computes, without a loop, a key list or a second lookup, and one weak reference for the
+    reader records of both tensors (lazytensor.core.readers)."""
+    ta = type(a)
+    tb = type(b)
+    ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
+    kb = b.skey if tb is _Tensor or (tb is Expr and b.result is None) else tb
+    case = _cases.get((op, ka, kb))
+    if case is None:
+        return _first_binary(op, a, b, ka, kb)
+    if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
+        if tb is Expr or tb is _Tensor:
+            shape = a.shape
+            if b.shape != shape:
+                shape = broadcast_shapes(shape, b.shape)
+            device = a.device
+            if b.device is not device:
+                device = _device_of((device, b.device))
+        else:
+            shape = a.shape
+            device = a.device
     else:
-        a = constant(a, la)
-    if b_node:
-        if b.dtype is not lb and b.dtype != lb:
-            b = Expr("astype", (b,), b.shape, lb, b.device, b.heavy)
-    else:
-        b = constant(b, lb)
-    sa, sb = a.shape, b.shape
-    shape = sa if sa == sb else broadcast_shapes(sa, sb)
-    da, db = a.device, b.device
-    device = da if db is None or db is da else (db if da is None else _device_of((da, db)))
-    if a.heavy or b.heavy:
-        return Expr(op, (a, b), shape, out, device, True)
-    return _pair(op, a, b, shape, out, device)
-
-
-_new = object.__new__
-
-
-def _pair(op, a, b, shape, dtype, device) -> Expr:
-    """Expr(op, (a, b), shape, dtype, device) over two operands that are not heavy: the fields
-    Expr.__init__ computes, unrolled for the node every binary operator builds (no loop, no key
-    list, one weak reference for both tensors)."""
-    ta, tb = type(a), type(b)
-    if (ta is Expr and a.result is not None) or (tb is Expr and b.result is not None):
-        return Expr(op, (a, b), shape, dtype, device)       # reads the results (settled_args)
+        shape = b.shape
+        device = b.device
     node = _new(Expr)
     node.op = op
-    node.args = (a, b)
-    node.shape = shape
-    node.dtype = dtype
-    node.device = device
+    node.skey, node.dtype, la, lb, consts = case
     node.heavy = False
     node.attrs = None
     node.uses = 0
@@ -403,39 +398,34 @@ def _pair(op, a, b, shape, dtype, device) -> Expr:
     shared = False
     me = None
     if ta is Expr:
-        if a.epoch < epoch:
-            epoch = a.epoch
+        epoch = a.epoch
         uses = a.uses = a.uses + 1
         shared = uses > 1 or a.shared
         leaves = a.leaves
         scalars = a.scalars
-    elif ta is Const:
-        leaves = ()
-        scalars = a.scalars
-    else:
+    elif ta is _Tensor:
         leaves = (a,)
         scalars = ()
         me = _ref(node)
-        m = a.memory            # inline register(): see Expr.__init__
+        m = a.memory
         if m is None:
             m = memory_of(a)
         m.append(me)
         if len(m) > m.limit:
             m.sweep()
+    else:
+        a = consts.get(a) or constant(a, la, consts)
+        leaves = ()
+        scalars = a.scalars
     if tb is Expr:
         if b.epoch < epoch:
             epoch = b.epoch
         uses = b.uses = b.uses + 1
         if uses > 1 or b.shared:
             shared = True
-        if leaves:
-            leaves += b.leaves
-        else:
-            leaves = b.leaves
+        leaves = leaves + b.leaves if leaves else b.leaves
         scalars += b.scalars
-    elif tb is Const:
-        scalars += b.scalars
-    else:
+    elif tb is _Tensor:
         leaves += (b,)
         if me is None:
             me = _ref(node)
@@ -445,13 +435,89 @@ def _pair(op, a, b, shape, dtype, device) -> Expr:
         m.append(me)
         if len(m) > m.limit:
             m.sweep()
+    else:
+        b = consts.get(b) or constant(b, lb, consts)
+        scalars += b.scalars
+    node.shape = shape
+    node.device = device
+    node.args = (a, b)
     node.leaves = leaves
     node.scalars = scalars
     node.epoch = epoch
     node.shared = shared
-    key = (op, dtype, None, a.skey, b.skey)
-    sid = _structures.get(key)
-    node.skey = sid if sid is not None else structure_id(key)
+    return node
+
+
+def _first_binary(op, a, b, ka, kb) -> Expr:
+    """binary() for a case not seen before: the general path, kept as a case where it may be."""
+    node = apply(op, a, b)
+    if (op not in REWRITES and type(node) is Expr and not node.heavy and node.op == op
+            and (type(ka) is int or ka in _SCALAR_KEYS) and (type(kb) is int or kb in _SCALAR_KEYS)
+            and (type(ka) is int or type(kb) is int)):
+        x, y = node.args
+        if ((x is a or (type(x) is Const and not (ka is int and x.dtype.kind in "iu")))
+                and (y is b or (type(y) is Const and not (kb is int and y.dtype.kind in "iu")))):
+            _keep_case((op, ka, kb), (node.skey, node.dtype, x.dtype, y.dtype, {}))
+    return node
+
+
+def unary(op: str, x) -> Expr:
+    """The node of `op(x)`, as apply(op, x) builds it; the cases seen before in one lookup."""
+    t = type(x)
+    if t is _Tensor or (t is Expr and x.result is None):
+        case = _cases.get((op, x.skey))
+        if case is not None:
+            return _single(op, x, case[0], case[1])
+        node = apply(op, x)
+        if (op not in REWRITES and type(node) is Expr and not node.heavy and node.op == op
+                and node.args[0] is x and type(x.skey) is int):
+            _keep_case((op, x.skey), (node.skey, node.dtype))
+        return node
+    return apply(op, x)
+
+
+def _keep_case(key, case) -> None:
+    if len(_cases) > 4096:          # a program that builds ever new structures: start again
+        _cases.clear()
+    _cases[key] = case
+
+
+_new = object.__new__
+
+
+def _single(op, x, sid, dtype) -> Expr:
+    """Expr(op, (x,), x.shape, dtype, x.device) over a Tensor or an unevaluated, not heavy node,
+    whose structure id is `sid`: binary's unrolling for one operand."""
+    node = _new(Expr)
+    node.op = op
+    node.args = (x,)
+    node.shape = x.shape
+    node.dtype = dtype
+    node.device = x.device
+    node.heavy = False
+    node.attrs = None
+    node.uses = 0
+    node.last_plan = None
+    node.result = None
+    node.origin = None
+    node.skey = sid
+    if type(x) is Expr:
+        node.epoch = x.epoch
+        uses = x.uses = x.uses + 1
+        node.shared = uses > 1 or x.shared
+        node.leaves = x.leaves
+        node.scalars = x.scalars
+    else:
+        node.epoch = RESULTS[0]
+        node.shared = False
+        node.leaves = (x,)
+        node.scalars = ()
+        m = x.memory
+        if m is None:
+            m = memory_of(x)
+        m.append(_ref(node))
+        if len(m) > m.limit:
+            m.sweep()
     return node
 
 
@@ -488,6 +554,9 @@ def _compare_out_of_range(op: str, operands):
 
 
 from lazytensor.core import tensor as _tensor  # noqa: E402  (NumPy arrays in expressions become CPU tensors)
+# The Tensor class, which lazytensor.core.tensor sets when it is defined (importing tensor.py first
+# imports this module before that class exists): the operators' paths test types by identity.
+_Tensor = getattr(_tensor, "Tensor", None)
 
 
 class Origin:

@@ -37,10 +37,10 @@ class Operand:
         return _expr.binary("power", self, o)
 
     def __rpow__(self, o): return _expr.binary("power", o, self)
-    def __neg__(self): return _expr.apply("negative", self)
+    def __neg__(self): return _expr.unary("negative", self)
     def __pos__(self): return self
-    def __abs__(self): return _expr.apply("absolute", self)
-    def __invert__(self): return _expr.apply("invert", self)
+    def __abs__(self): return _expr.unary("absolute", self)
+    def __invert__(self): return _expr.unary("invert", self)
     def __and__(self, o): return _expr.binary("bitwise_and", self, o)
     def __rand__(self, o): return _expr.binary("bitwise_and", o, self)
     def __or__(self, o): return _expr.binary("bitwise_or", self, o)
@@ -116,7 +116,7 @@ class Operand:
     def item(self):
         if self.size != 1:
             raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
-        return upward.evaluation.to_numpy_shared(self).reshape(()).item()
+        return upward.evaluation.item(self)
 
     def __bool__(self):
         if self.size != 1:

@@ -18,7 +18,7 @@ from lazytensor.core.operand import Operand
 class Tensor(Operand):
     # A Tensor never changes which memory it views, so its shape and dtype are plain attributes
     # (read on every operator, cheaper than properties) and its structure id is fixed.
-    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "memory", "view_of", "__weakref__")
+    __slots__ = ("data", "device", "shape", "dtype", "skey", "layout", "flat", "memory", "view_of", "__weakref__")
 
     def __init__(self, data, device: str):
         dtype = data.dtype
@@ -29,6 +29,7 @@ class Tensor(Operand):
         k = _load_keys.get(dtype)
         self.skey = k if k is not None else _load_key(_dt.check_supported(dtype))
         self.layout = None      # what a plan recipe's signature reads of the array, once (lazytensor.plan.recipes)
+        self.flat = None        # (id of its allocation's owner, C-contiguous), once (lazytensor.plan.direct)
         self.memory = None      # the record of the live expressions reading its allocation (core.readers)
         self.view_of = None     # (base Tensor, ((view step, shape after it), ...)) when made as a view (core.view_steps)
 
@@ -99,6 +100,10 @@ class Tensor(Operand):
     def __repr__(self):
         body = np.array2string(upward.evaluation.to_numpy_shared(self), separator=", ", prefix="Tensor(", threshold=200)
         return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
+
+
+from lazytensor.core import expr as _expr  # noqa: E402
+_expr._Tensor = Tensor
 
 
 class _CallShape:

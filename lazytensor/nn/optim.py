@@ -10,6 +10,8 @@ is therefore right at every later step.
 
 Mixed precision: a float16 parameter gets a float32 master copy; the update runs on the master and
 the parameter receives its float16 rounding (PyTorch AMP's practice with fp32 master weights).
+`master_weights=False` updates float16 parameters in float16, as torch.optim.SGD does a model cast to
+half (`net.half()`): half the update's memory traffic, PyTorch's pure float16 step.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ _F32 = np.dtype(np.float32)
 
 
 class Optimizer:
-    def __init__(self, params, lr: float):
+    def __init__(self, params, lr: float, master_weights: bool = True):
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters")
@@ -34,7 +36,8 @@ class Optimizer:
         self.lr = float(lr)
         self.steps = 0
         self.taken = zeros((), np.int64, self.params[0].device)   # steps taken, on the device
-        self.master = [self._master_of(p) for p in self.params]
+        self.master_weights = bool(master_weights)
+        self.master = [self._master_of(p) if master_weights else None for p in self.params]
 
     @staticmethod
     def _master_of(p: Tensor):
@@ -91,8 +94,8 @@ class SGD(Optimizer):
     (buf = g on the first step); g = g + momentum * buf if nesterov else buf; w -= lr * g."""
 
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False):
-        super().__init__(params, lr)
+                 nesterov: bool = False, master_weights: bool = True):
+        super().__init__(params, lr, master_weights)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.dampening = float(momentum), float(dampening)
@@ -117,8 +120,9 @@ class AdamW(Optimizer):
     """PyTorch's torch.optim.AdamW: w *= 1 - lr * weight_decay; m = b1 m + (1 - b1) g;
     v = b2 v + (1 - b2) g^2; w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2):
-        super().__init__(params, lr)
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 master_weights: bool = True):
+        super().__init__(params, lr, master_weights)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
         self.m = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]

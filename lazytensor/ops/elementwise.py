@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as _np
 
-from lazytensor.core.expr import apply, astype  # noqa: F401  (astype is part of the public API)
+from lazytensor.core.expr import apply, astype, unary  # noqa: F401  (astype is part of the public API)
 
 
 def _unary(op: str, doc: str):
     def f(x):
-        return apply(op, x)
+        return unary(op, x)
     f.__name__ = f.__qualname__ = op
     f.__doc__ = doc
     return f

@@ -12,6 +12,8 @@ of such a slice are NaN where the formula is inf - inf or 0 / 0 (as PyTorch).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
@@ -70,6 +72,14 @@ def softmax(x, axis=-1):
     return apply("true_divide", e, reduce("sum", e, axis, keepdims=True))
 
 
+@functools.lru_cache(maxsize=64)
+def _classes(c: int, device) -> "_tensor.Tensor":
+    """arange(c) on the device, made once: a training loop builds its loss on every step, and a new
+    arange each time was a host-to-device copy per step and a new tensor in the plan's signature
+    (a new address for graph replay). Nothing writes it (it is not the user's)."""
+    return _tensor.arange(c, dtype=np.int64, device=device)
+
+
 def cross_entropy(logits, labels):
     """The mean over the batch of -log_softmax(logits)[n, labels[n]] (PyTorch's F.cross_entropy with
     its defaults). logits: floating (N, C); labels: integer (N,), each in [0, C). The label's column
@@ -89,7 +99,7 @@ def cross_entropy(logits, labels):
     if n == 0:
         raise ValueError("cross_entropy of an empty batch: the mean over zero rows is undefined")
     column = getitem(labels, (slice(None), None))                         # (N, 1)
-    classes = _tensor.arange(c, dtype=np.int64, device=logits.device)
+    classes = _classes(c, logits.device)
     chosen = apply("equal", column, classes)                              # (N, C) one-hot, bool
     picked = reduce("sum", apply("where", chosen, log_softmax(logits, axis=1), 0), 1)
     valid = apply("bitwise_and", apply("greater_equal", labels, 0), apply("less", labels, c))

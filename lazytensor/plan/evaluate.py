@@ -8,6 +8,8 @@ from lazytensor.core.expr import RESULTS, Const, Expr
 from lazytensor.core.readers import memory_of
 from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
+from lazytensor.plan import direct
+from lazytensor.plan.host_scalar import reduced_scalar
 from lazytensor.plan.planner import plan
 from lazytensor.plan.writes import after_write, before_write, readers_of
 from lazytensor.core.shapes import check_assignable
@@ -122,6 +124,12 @@ def _write(dest: Tensor, node, what: str) -> None:
     check_writable(dest)
     if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
         _check(node, dest, what)
+    if type(node) is Expr and not node.heavy:
+        ran = direct.assign(node, dest)     # one elementwise step over flat operands, unplanned
+        if ran is not None:
+            if ran:
+                node.last_plan = (dest.data, ran)
+            return
     steps = retry_out_of_memory(lambda: _plan_and_run(node, dest))
     if type(node) is Expr and not node.heavy:
         node.last_plan = (dest.data, steps)
@@ -245,6 +253,15 @@ def to_numpy(x) -> np.ndarray:
     t = result_of(x)
     host = t.backend.to_host(t.data)
     return np.array(host, copy=True) if t.device == "cpu" else host
+
+
+def item(x):
+    """The one value of x (of size 1) as a Python scalar: x.item(), float(x), int(x), bool(x)."""
+    if type(x) is Expr and x.op == "reduce" and x.result is None:
+        value = reduced_scalar(x)
+        if value is not None:
+            return value
+    return to_numpy_shared(x).reshape(()).item()
 
 
 def to_numpy_shared(x) -> np.ndarray:

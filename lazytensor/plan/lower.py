@@ -19,12 +19,18 @@ def lower(root, out_dtype):
     """-> (program, input arrays, scalar values) for evaluating `root` into a `out_dtype` array."""
     leaves = root.leaves
     if not root.shared and (len(leaves) < 2 or len(set(leaves)) == len(leaves)):
-        key = (root.skey, out_dtype)
-        program = _programs.get(key)
-        if program is None:
-            program = _programs.setdefault(key, _walk(root, out_dtype)[0])
-        return program, [t.data for t in leaves], list(root.scalars)
+        return tree_program(root, out_dtype), [t.data for t in leaves], list(root.scalars)
     return _walk(root, out_dtype)
+
+
+def tree_program(root, out_dtype):
+    """The program of `root`, a tree over distinct leaves (not `shared`, no tensor twice), found by
+    its structure id: its inputs are root.leaves' arrays and its scalars root.scalars, in order."""
+    key = (root.skey, out_dtype)
+    program = _programs.get(key)
+    if program is None:
+        program = _programs.setdefault(key, _walk(root, out_dtype)[0])
+    return program
 
 
 def _walk(root, out_dtype):

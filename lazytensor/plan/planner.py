@@ -15,6 +15,7 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.kernels.program import program_for
 from lazytensor.plan.lower import lower
+from lazytensor.plan.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.steps import FusedElementwise, FusedReduction
 from lazytensor.plan import recipes
 from lazytensor.plan.shared_values import shared_wide_values
@@ -159,6 +160,9 @@ class _Cut:
             self.steps.extend(new_steps)
         else:
             args = tuple(self(a) for a in node.args)
+            hit = memo.get(id(node))    # an operand's builder took this node too (a matmul's epilogue)
+            if hit is not None:
+                return hit
             out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
             why = self.once.get(id(node))
             if why is not None:
@@ -182,7 +186,9 @@ def copy_step(backend, src, out, note) -> FusedElementwise:
     return FusedElementwise(backend, program, out, [src], [], note=note)
 
 
-def _elementwise(root, out, backend) -> list:
+def elementwise_steps(root, out, backend) -> list:
+    """The steps of `out[...] = root` for an expression with no heavy part: one kernel (two where the
+    destination is read through another index map)."""
     program, inputs, scalars = lower(root, out.dtype)
     if not aliased(out, inputs):
         return [FusedElementwise(backend, program, out, inputs, scalars)]
@@ -197,7 +203,7 @@ def plan(root, out, backend, replay=False) -> list:
     A heavy expression is planned once per structure (lazytensor.plan.recipes) and rebound after;
     replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
     if not root.heavy:
-        return _elementwise(root, out, backend)
+        return elementwise_steps(root, out, backend)
     if root.op == "reduce" and not root.args[0].heavy and not hasattr(backend, "capture"):
         steps = _root_reduction(root, out, backend)
         if steps is not None:
@@ -231,11 +237,17 @@ def _heavy(root, out, backend) -> list:
             return steps
     steps: list = []
     cut = cutter(steps, backend, (root,))
+    if available(backend):              # cuBLASLt epilogues: relu(a @ b + bias) (written into out), bias gradients
+        cut.epilogues, cut.bgrads, cut.bgrad_first = epilogue_sites([root])
+        cut.root_out = (root, out)
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
         args = [cut(a) for a in root.args]
         inputs = [leaf.data for a in args for leaf in a.leaves]
         if not aliased(out, inputs):
             new_steps, _ = HEAVY[root.op](root, backend, cut, out)
             return steps + new_steps + cut.deferred
-    final = _elementwise(cut(root), out, backend)
+    top = cut(root)
+    if isinstance(top, _tensor.Tensor) and top.data is out:     # a step wrote the destination itself
+        return steps + cut.deferred
+    final = elementwise_steps(top, out, backend)
     return steps + final + cut.deferred

@@ -24,6 +24,7 @@ from __future__ import annotations
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
+from lazytensor.plan.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
 from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, evaluated_tensor
 
@@ -47,6 +48,8 @@ def plan_several(pairs, backend) -> list:
     patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
     cut = cutter(steps, backend, [node for out, node in pairs if out is not None])
+    if available(backend):              # cuBLASLt epilogues (plan.matmul_epilogue): relu(a @ b + bias), bias gradients
+        cut.epilogues, cut.bgrads, cut.bgrad_first = epilogue_sites([node for _, node in pairs])
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
     # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
     viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}

@@ -59,11 +59,24 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
     lines.append(f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}")
     for i, step in enumerate(steps, 1):
         lines.append(f"[{i}] " + step.describe(source=source))
-    replay = recipes.replay_note(node, out.data, out.backend, steps)
-    if replay is not None:
-        lines.append(replay)
+    notes = [note for note in (recipes.replay_note(node, out.data, out.backend, steps), _direct_note(node, out))
+             if note is not None]
+    lines.extend(notes)
     explanation = Explanation("\n".join(lines))
     explanation.steps = steps
-    explanation.notes = [replay] if replay is not None else []
+    explanation.notes = notes
     explanation.source = source
     return explanation
+
+
+def _direct_note(node, out):
+    """Whether assigning `node` into `out` runs its one step through the direct path
+    (lazytensor.plan.direct), or why not; None for what is not one elementwise expression."""
+    if type(node) is not Expr or node.heavy:
+        return None
+    from lazytensor.plan.direct import direct_refusal
+    why = direct_refusal(node, out)
+    if why is None:
+        return ("dispatch: direct (the step above, launched without planning: its program found by the "
+                "expression's structure id, flat operands)")
+    return f"dispatch: planned on every call ({why})"

@@ -1,0 +1,30 @@
+"""`float(x.sum())`: the value of a full reduction of a CPU tensor, as a Python scalar, in one call.
+
+The general path evaluates a reduction node into a new Tensor, which the node keeps as its result
+(README "Values stay values"), and reads the value from it: planning, a step, a Tensor and the
+record of its readers, several times the kernel's own time on small arrays (issue 16, part 2). For
+the one value of a reduction of all the axes of a CPU Tensor (`float(x.sum())`, `x.max().item()`,
+`bool(m.any())`) this path launches the same kernel the plan would (the program of a load of x,
+the node's own spec: the backend keeps that launch, lazytensor.kernels.cpu) into a 0-d array of
+its own and returns its value. The node keeps no result: it stays a reader of x, so a later write
+to x evaluates it first if it is still alive, and asking for its value again computes it again.
+"""
+from __future__ import annotations
+
+from lazytensor.core.tensor import Tensor
+from lazytensor.plan.direct import flat_of
+from lazytensor.plan.lower import tree_program
+
+
+def reduced_scalar(node):
+    """The value of `node`, an unevaluated reduction, as a Python scalar; None (nothing done) where
+    it is not the full reduction of a CPU Tensor: the caller then evaluates it."""
+    x = node.args[0]
+    if type(x) is not Tensor or x.device != "cpu" or node.shape:
+        return None
+    backend = x.backend
+    out = backend.empty((), node.dtype)
+    # (the node's spec was made for x's shape: x is its operand as it is, not a raveled view)
+    run = backend.run_flat_reduction if (x.flat or flat_of(x))[1] else backend.run_reduction
+    run(tree_program(x, x.dtype), node.attrs, out, [x.data], ())
+    return out.item()
