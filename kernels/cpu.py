@@ -185,7 +185,7 @@ class CpuBackend:
         kernel not compiled yet, float16 operands or a profile take run_elementwise."""
         flat = self._flat_kernels
         kernel = flat[1].get((program, out.ndim)) if flat[0] is self.kernels else None
-        if kernel is not None and not kernel.f16 and not launch_log.listeners:
+        if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):
             module = kernel.module
             fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
             if fn.overloads:
@@ -435,7 +435,7 @@ def _kernel_call(kernel, layout, out, inputs, scalars, mask):
         args = [out, *inputs, *scalars]
     if mask is not None:
         args.insert(1, mask)
-    elif kernel.n_inputs is not None and out.size * 16 * (len(inputs) + 1 - kernel.n_inputs) >= stream_stores.MIN_BYTES:
+    elif _may_stream(kernel, out, inputs):
         stream = module.kernel_stream
         if stream.overloads or wait_for_compiler():      # (compiled in the background by _compile)
             head = stream_stores.stream_head([out] + list(inputs[kernel.n_inputs:]))[0]
@@ -443,6 +443,12 @@ def _kernel_call(kernel, layout, out, inputs, scalars, mask):
                 fn = stream
                 args.append(head)
     return fn, args
+
+
+def _may_stream(kernel, out, inputs) -> bool:
+    """Whether a call might take kernel_stream: its module has one and its outputs (at most 16 bytes
+    an element) could exceed stream_stores.MIN_BYTES. Most calls stop here, before stream_head."""
+    return kernel.n_inputs is not None and out.size * 16 * (len(inputs) + 1 - kernel.n_inputs) >= stream_stores.MIN_BYTES
 
 
 _VARIANTS = {"kernel_par": "parallel", "kernel_stream": "parallel, streaming stores"}

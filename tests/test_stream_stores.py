@@ -110,3 +110,27 @@ def test_the_stream_kernel_vectorizes_and_stores_non_temporally():
     assert "vmovntdq" in asm or "vmovntps" in asm
     assert "sfence" in asm
     assert "vmulps" in asm and "ymm" in asm
+
+
+def test_the_direct_path_streams_too(monkeypatch):
+    """y[...] = a * 2 + 1 repeated takes the direct path (lazytensor.plan.direct, run_flat), which must
+    take kernel_stream as lt.explain says, not kernel_par or kernel_seq."""
+    import re
+    import sys
+    monkeypatch.setattr(stream_stores, "MIN_BYTES", 0)
+    x = np.arange(3000, dtype=np.float32)
+    a = lt.asarray(x)
+    y = lt.asarray(placed(3000, np.float32, 0))
+    for _ in range(2):              # (the second call files the kernel where the direct path looks)
+        y[...] = a * 2 + 1
+    text = str(lt.explain(a * 2 + 1, y))
+    assert "kernel_stream (numba parallel, streaming stores" in text
+    module = sys.modules[re.search(r"cpu kernel (lt_\w+)", text).group(1)]
+
+    def refuse(*args):
+        raise AssertionError("kernel_par or kernel_seq ran where explain says kernel_stream")
+    monkeypatch.setattr(module, "kernel_par", refuse)
+    monkeypatch.setattr(module, "kernel_seq", refuse)
+    y.numpy()[...] = np.nan
+    y[...] = a * 2 + 1
+    np.testing.assert_array_equal(y.numpy(), x * 2 + 1)
