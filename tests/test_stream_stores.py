@@ -2,7 +2,11 @@
 results above the last-level cache are written block by block through L1 buffers with streaming
 stores. The oracle is the ordinary kernel (kernel_par) on the same operands, bit for bit, and NumPy.
 The size threshold is lowered here so that small arrays stream."""
+import os
 import platform
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -134,3 +138,32 @@ def test_the_direct_path_streams_too(monkeypatch):
     y.numpy()[...] = np.nan
     y[...] = a * 2 + 1
     np.testing.assert_array_equal(y.numpy(), x * 2 + 1)
+
+
+def test_the_background_compile_prepares_kernel_stream(tmp_path):
+    """In a fresh process without waiting for numba: a first call large enough to stream is served
+    by the interpreter while kernel_par, kernel_seq and kernel_stream compile; the next call streams,
+    with the interpreter's bits for these exact ops."""
+    code = textwrap.dedent("""
+        import numpy as np, lazytensor as lt
+        from lazytensor.kernels import stream_stores
+        from lazytensor.kernels.backend import backend_for
+        stream_stores.MIN_BYTES = 1 << 16
+        n = 40000
+        buf = np.empty(n + 16, np.float32)
+        y = lt.asarray(buf[(-buf.ctypes.data % 32) // 4:][:n])
+        a = lt.asarray(np.arange(n, dtype=np.float32))
+        with lt.profile() as first:
+            y[...] = (a - 7) * 0.5
+        v1 = y.numpy().copy()
+        assert backend_for("cpu").compiler.drain(300)
+        with lt.profile() as later:
+            y[...] = (a - 7) * 0.5
+        assert first.kernels[0].name == "interpreter", first
+        assert later.kernels[0].config == "parallel, streaming stores", later
+        assert np.array_equal(v1.view(np.uint32), y.numpy().view(np.uint32))
+        print("ok")
+    """)
+    env = dict(os.environ, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
