@@ -37,9 +37,12 @@ class MemoryPlan:
     many), `total` (their bytes, each aligned), `peak` (the most bytes live at once, and at which
     step), `arena` (the one allocation's bytes), `lifetimes` ([(bytes, first step, last step)])."""
 
-    def __init__(self, steps, roots, outs, backend):
+    def __init__(self, steps, roots, outs, backend, space=None):
         external, holders = _external_owners(roots)
-        external.update(id(owner(o)) for o in outs)
+        external.update((id(owner(o)), owner(o)) for o in outs)
+        if space is not None and any(space.holds(own) for own in external.values()):
+            raise RuntimeError("a recorded plan evaluated an expression while it was planned: its result would "
+                               "live in placeholder memory (lazytensor.plan.planning_space)")
         spans: list = []                # per temporary allocation: [bytes, first step, last step]
         index: dict = {}                # id(owner) -> its position in spans
         numbers: dict = {}              # Source -> its index in the list of arrays the steps read
@@ -65,8 +68,13 @@ class MemoryPlan:
         templates = []
         for k, step in enumerate(steps):
             at[0] = k
+            for name in getattr(step, "marks_only", ()):
+                setattr(step, name, ())     # the holders are released below: nothing reads the marks
             templates.append(StepTemplate(step, source))
         step = None                     # the loop held the last planned step
+        # The memory the steps read and write outside the arena: id(allocation) -> bytes.
+        self.external = {k: _nbytes(own) for k, own in external.items()}
+        del external
         self.lifetimes = [tuple(s) for s in spans]
         offsets, size = pack([(_aligned(b), first, last) for b, first, last in self.lifetimes])
         self.offsets = offsets
@@ -103,20 +111,41 @@ class MemoryPlan:
 
 def pack(intervals) -> tuple:
     """Offsets for [(bytes, first, last)] such that intervals alive at the same step (their
-    [first, last] ranges meet) never share bytes: greedy, largest first, each at the lowest offset
-    that fits. -> (offsets, arena bytes)."""
+    [first, last] ranges meet) never share bytes -> (offsets, arena bytes): the smallest arena of a
+    few greedy packings, as no one of them wins on every network (largest first leaves holes that a
+    chronological order fills, and the other way round). Each places the intervals in its order,
+    each in the gap between those already placed that live at the same time: the lowest gap where
+    it fits (first fit) or the smallest (best fit), else above them all."""
+    best = None
+    for order in _ORDERS:
+        ranked = sorted(range(len(intervals)), key=lambda j: order(intervals[j]))
+        for best_fit in (False, True):
+            placed = _packed(intervals, ranked, best_fit)
+            if best is None or placed[1] < best[1]:
+                best = placed
+    return best if best is not None else ([], 0)
+
+
+_ORDERS = (lambda t: (-t[0], t[1]),                         # largest first
+           lambda t: (-t[0] * (t[2] - t[1] + 1), t[1]),     # most bytes x steps first
+           lambda t: (t[1], -t[0]))                         # in the order the steps allocate
+
+
+def _packed(intervals, order, best_fit: bool) -> tuple:
     placed: list = []           # (offset, end, first, last)
     offsets = [0] * len(intervals)
-    for j in sorted(range(len(intervals)), key=lambda j: (-intervals[j][0], intervals[j][1])):
+    for j in order:
         size, first, last = intervals[j]
         busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
-        offset = 0
+        offset, gap, top = None, None, 0
         for o, e in busy:
-            if offset + size <= o:
-                break
-            offset = max(offset, e)
-        offsets[j] = offset
-        placed.append((offset, offset + size, first, last))
+            if o - top >= size and (gap is None or o - top < gap):
+                offset, gap = top, o - top
+                if not best_fit:
+                    break
+            top = max(top, e)
+        offsets[j] = top if offset is None else offset
+        placed.append((offsets[j], offsets[j] + size, first, last))
     return offsets, max((e for _, e, _, _ in placed), default=0)
 
 
@@ -130,10 +159,16 @@ def _peak(lifetimes, n_steps) -> tuple:
     return live[k], k
 
 
+def _nbytes(own) -> int:
+    """The bytes of an allocation (owner()): a NumPy array's, or a CuPy memory's size."""
+    n = getattr(own, "nbytes", None)
+    return int(n if n is not None else getattr(own, "size", 0))
+
+
 def _external_owners(roots) -> tuple:
-    """({id(owner)} of every tensor the expressions read, views' bases included; the result holders
-    of their nodes)."""
-    owners: set = set()
+    """({id(owner): owner} of every tensor the expressions read, views' bases included; the result
+    holders of their nodes)."""
+    owners: dict = {}
     holders: dict = {}
     seen: set = set()
     stack = list(roots)
@@ -143,7 +178,8 @@ def _external_owners(roots) -> tuple:
             continue
         seen.add(id(node))
         if isinstance(node, Tensor):
-            owners.add(id(owner(node.data)))
+            own = owner(node.data)
+            owners[id(own)] = own
             if node.view_of is not None:
                 stack.append(node.view_of[0])
             continue
