@@ -126,6 +126,10 @@ class ConvGraphCache:
         """The compiled graph if it was built (for explain); never builds."""
         return self._entries.get((GraphKind(kind), key, device_id))
 
+    def workspaces(self) -> list:
+        """The bytes of each built graph's own workspace (held as long as the graph is cached)."""
+        return [e.workspace.nbytes for e in self._entries.values() if e.workspace is not None]
+
     def clear(self) -> None:
         self._entries.clear()
         self._rejected.clear()

@@ -35,6 +35,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.nn.amp import LossScaler
 from lazytensor.nn.optim import Optimizer
+from lazytensor.nn.step_memory import memory_lines
 from lazytensor.plan.bounded import make_room
 from lazytensor.plan.evaluate import evaluate
 from lazytensor.plan.recorded import RecordedAssignment
@@ -153,9 +154,7 @@ class TrainStep:
                   f"every parameter and optimizer state) as one simultaneous assignment; batch_norm's running "
                   f"statistics by its commit steps; {planned.calls} calls of this plan, "
                   f"{planned.calls - 1} of them re-running the recorded steps (no expression built, nothing planned)"]
-        kept = sum(o.nbytes for o in rec.outs) + planned.x.nbytes + planned.labels.nbytes
-        after = [rec.memory.describe(),
-                 f"persistent: {kept / 2**20:.3f} MB of parameters, optimizer state and static inputs (not in the arena)",
+        after = memory_lines(planned, self.optimizer) + [
                  rec.describe_graph(),
                  "streams: the steps run in order on the current stream (a step that forks to a second stream says "
                  "so above)"]

@@ -47,6 +47,7 @@ class MemoryPlan:
         index: dict = {}                # id(owner) -> its position in spans
         numbers: dict = {}              # Source -> its index in the list of arrays the steps read
         keep: list = []                 # the planning's allocations, alive while the templates are made
+        self.kinds: list = []           # per temporary: the class of the step that first touches it
         at = [0]
 
         def source(a):
@@ -57,6 +58,7 @@ class MemoryPlan:
             if j is None:
                 j = index[id(own)] = len(spans)
                 spans.append([0, at[0], at[0]])
+                self.kinds.append(type(steps[at[0]]).__name__)
                 keep.append(own)
             base = owner_address(own)
             span = spans[j]
@@ -99,6 +101,16 @@ class MemoryPlan:
             _, j, offset, shape, dtype, strides = src
             arrays[k] = backend.view(arena, offsets[j] + offset, shape, dtype, strides)
         self.steps = [t.compile()(arrays) for t in templates]
+
+    def live_at_peak(self) -> list:
+        """[(kind of the writing step, bytes, temporaries)] alive at the peak step, most bytes first."""
+        kinds: dict = {}
+        for (size, first, last), kind in zip(self.lifetimes, self.kinds):
+            if first <= self.peak_step <= last:
+                n = kinds.setdefault(kind, [0, 0])
+                n[0] += _aligned(size)
+                n[1] += 1
+        return sorted(((k, b, c) for k, (b, c) in kinds.items()), key=lambda t: -t[1])
 
     def describe(self) -> str:
         mb = 2.0 ** 20

@@ -39,11 +39,17 @@ class PlanningSpace:
         self.owners: dict = {}          # id(owner) -> owner: the placeholders handed out (kept: ids stay unique)
 
     def __enter__(self):
-        self.backend.empty = self.empty        # an instance attribute shadows the class's method
+        # An instance attribute shadows the class's method (and a wrapper already there, such as
+        # lazytensor.tools.peak_memory's, which comes back on exit).
+        self._previous = vars(self.backend).get("empty")
+        self.backend.empty = self.empty
         return self
 
     def __exit__(self, *exc):
-        del self.backend.empty
+        if self._previous is None:
+            del self.backend.empty
+        else:
+            self.backend.empty = self._previous
         return False
 
     def empty(self, shape, dtype):
