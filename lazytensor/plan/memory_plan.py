@@ -23,6 +23,7 @@ from lazytensor.core.expr import Const
 from lazytensor.core.memory import address, extent, owner, owner_address
 from lazytensor.core.tensor import Tensor
 from lazytensor.plan.recipes import Source, StepTemplate
+from lazytensor.plan.steps import FusedElementwise
 
 ALIGNMENT = 512         # bytes: every temporary starts on such a boundary (CuPy's pool rounds alike)
 
@@ -68,22 +69,35 @@ class MemoryPlan:
             return Source((numbers.setdefault(src, len(numbers)),))
 
         templates = []
+        elementwise = []                # (step number, its output, its inputs): those that may write in place
         for k, step in enumerate(steps):
             at[0] = k
             for name in getattr(step, "marks_only", ()):
                 setattr(step, name, ())     # the holders are released below: nothing reads the marks
             templates.append(StepTemplate(step, source))
+            if type(step) is FusedElementwise:
+                elementwise.append((k, step.out, step.inputs))
         step = None                     # the loop held the last planned step
         # The memory the steps read and write outside the arena: id(allocation) -> bytes.
         self.external = {k: _nbytes(own) for k, own in external.items()}
         del external
         self.lifetimes = [tuple(s) for s in spans]
-        offsets, size = pack([(_aligned(b), first, last) for b, first, last in self.lifetimes])
+        # A temporary written in place of another shares its bytes: one interval per chain of them.
+        self.in_place = _in_place(elementwise, index, spans)
+        del elementwise
+        chains = _chains(self.in_place, len(spans))
+        intervals = [(max(_aligned(spans[j][0]) for j in chain), spans[chain[0]][1], max(spans[j][2] for j in chain))
+                     for chain in chains]
+        placed, size = pack(intervals)
+        offsets = [0] * len(spans)
+        for chain, offset in zip(chains, placed):
+            for j in chain:
+                offsets[j] = offset
         self.offsets = offsets
         self.arena = size
         self.temporaries = len(spans)
         self.total = sum(_aligned(b) for b, _, _ in self.lifetimes)
-        self.peak, self.peak_step = _peak(self.lifetimes, len(templates))
+        self.peak, self.peak_step = _peak(intervals, len(templates))
         # The planning's own allocations go before the arena is taken, so that the device holds the
         # larger of the two, not both: the caller's list of steps is emptied (its steps held them),
         # the holders released, and the memory pool's free blocks given back.
@@ -139,6 +153,7 @@ def pack(intervals) -> tuple:
 
 
 _ORDERS = (lambda t: (-t[0], t[1]),                         # largest first
+           lambda t: (-t[0], -t[2]),                        # largest first, the longest-lived of a size first
            lambda t: (-t[0] * (t[2] - t[1] + 1), t[1]),     # most bytes x steps first
            lambda t: (t[1], -t[0]))                         # in the order the steps allocate
 
@@ -169,6 +184,47 @@ def _peak(lifetimes, n_steps) -> tuple:
             live[k] += _aligned(size)
     k = max(range(len(live)), key=live.__getitem__)
     return live[k], k
+
+
+def _in_place(elementwise, index, spans) -> dict:
+    """{temporary: the temporary whose bytes it takes}: a one-output elementwise step writes its
+    result over an input that dies at that step, where the kernel reads that input at the same
+    element it writes (same shape, strides and item size: the store depends on the load, as for
+    `a[...] = a + 1`), each the whole of its allocation, and no other operand is a view of it."""
+    taken: dict = {}
+    given: set = set()
+    for k, out, inputs in elementwise:
+        jo = index.get(id(owner(out)))
+        if jo is None or spans[jo][1] != k or not _whole(out, spans[jo][0]):
+            continue
+        for a in inputs:
+            ji = index.get(id(owner(a)))
+            if (ji is None or ji in given or spans[ji][2] != k or a.shape != out.shape or a.strides != out.strides
+                    or a.itemsize != out.itemsize or not _whole(a, spans[ji][0])
+                    or any(owner(b) is owner(a) and b is not a for b in inputs)):
+                continue
+            taken[jo] = ji
+            given.add(ji)
+            break
+    return taken
+
+
+def _whole(a, nbytes: int) -> bool:
+    return a.flags.c_contiguous and a.nbytes == nbytes and address(a) == owner_address(owner(a))
+
+
+def _chains(taken: dict, n: int) -> list:
+    """The temporaries grouped by the memory they share: each chain in the order its members live."""
+    successor = {ji: jo for jo, ji in taken.items()}
+    chains = []
+    for j in range(n):
+        if j in taken:
+            continue                    # not the first of its chain
+        chain = [j]
+        while chain[-1] in successor:
+            chain.append(successor[chain[-1]])
+        chains.append(chain)
+    return chains
 
 
 def _nbytes(own) -> int:
