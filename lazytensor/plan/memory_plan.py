@@ -199,7 +199,7 @@ def _in_place(elementwise, index, spans) -> dict:
             continue
         for a in inputs:
             ji = index.get(id(owner(a)))
-            if (ji is None or ji in given or spans[ji][2] != k or a.shape != out.shape or a.strides != out.strides
+            if (ji is None or ji == jo or ji in given or spans[ji][2] != k or a.shape != out.shape or a.strides != out.strides
                     or a.itemsize != out.itemsize or not _whole(a, spans[ji][0])
                     or any(owner(b) is owner(a) and b is not a for b in inputs)):
                 continue
