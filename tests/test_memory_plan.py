@@ -104,3 +104,23 @@ def test_vgg_and_resnet_like_arenas_come_within_one_percent_of_the_peak():
         alone = [(-(-b // ALIGNMENT) * ALIGNMENT, f, l) for b, f, l in memory.lifetimes]
         largest_first = sorted(range(len(alone)), key=lambda j: (-alone[j][0], alone[j][1]))
         assert memory.arena <= _packed(alone, largest_first, best_fit=False)[1]     # the packing before
+
+
+def test_live_temporaries_of_a_planned_step_never_share_bytes_but_in_place():
+    # Two temporaries alive at one step share bytes only where an elementwise step writes one in
+    # place of the other, which dies at that very step.
+    rng = np.random.default_rng(2)
+    for build in (vgg_like, resnet_like):
+        model = build()
+        step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+        step(rng.standard_normal((4, 8, 8, 3)).astype(np.float32), rng.integers(0, 4, 4))
+        memory = step.last.plan.memory
+        spans, offsets = memory.lifetimes, memory.offsets
+        assert memory.in_place, build.__name__
+        for i, (si, fi, li) in enumerate(spans):
+            for j in range(i):
+                sj, fj, lj = spans[j]
+                if fi <= lj and fj <= li and offsets[i] < offsets[j] + sj and offsets[j] < offsets[i] + si:
+                    pair = memory.in_place.get(i) == j or memory.in_place.get(j) == i
+                    assert pair and (li == fj or lj == fi), (build.__name__, i, j)
+            assert offsets[i] + si <= memory.arena
