@@ -3,8 +3,16 @@ the shapes passed as arguments. Compiled like the elementwise kernels (NVRTC to 
 kernels/cuda_compile.py) and launched through CuPy. Knows arrays only; the semantics are those of
 kernels/pool_cpu.py (documented in lazytensor.ops.pooling), one thread per element written:
   - forward: per output element, a scan of its window;
-  - backward: per input element, a gather over the windows that hold it (no atomics, so the sums
-    are deterministic); max pooling recomputes each such window's argmax with the forward's scan.
+  - backward, windows that overlap: per input element, a gather over the windows that hold it (no
+    atomics, so the sums are deterministic); max pooling recomputes each such window's argmax with
+    the forward's scan;
+  - backward, windows that do not overlap (stride >= kernel, as in VGG's and ResNet's 2x2/2 pools):
+    per window, its argmax found once and every cell of the window written (the gradient at the
+    argmax, zeros elsewhere; avg: the share of each cell). Each cell is written by one window at
+    most, and cells no window holds (strides wider than the kernel, trailing rows) are zeroed first.
+    The gather would recompute the window's argmax once per cell: kh * kw scans instead of one.
+Indices are 32-bit where every array has fewer than 2**31 elements: 64-bit division and remainder
+cost several times more instructions than the loads they address.
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ _TYPES = {np.dtype(np.float16): ("__half", "float", "__half2float", "__float2hal
 _HEAD = """{include}
 typedef {storage} T;
 typedef {acc} A;
+typedef {index} I;
 #define LT_NEG_INF (-__longlong_as_double(0x7ff0000000000000LL))   // -inf without math.h
 __device__ __forceinline__ A load(const T* p, long long i) {{ return {load}(p[i]); }}
 __device__ __forceinline__ T store(A v) {{ return {store}(v); }}
@@ -46,9 +55,9 @@ __device__ __forceinline__ long long window_argmax(const T* x, int n, int p, int
 
 _FORWARD = """
 extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y, long long total, SHAPE) {{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    int c = (int)(i % C); long long t = i / C;
+    I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (I)total) return;
+    int c = (int)(i % C); I t = i / C;
     int q = (int)(t % Q); t /= Q;
     int p = (int)(t % P); int n = (int)(t / P);
     int h0 = p * SH - PH, w0 = q * SW - PW;
@@ -70,9 +79,9 @@ extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y, lo
 _BACKWARD = """
 extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ dx,
                                   long long total, SHAPE) {{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    int c = (int)(i % C); long long t = i / C;
+    I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (I)total) return;
+    int c = (int)(i % C); I t = i / C;
     int w = (int)(t % W); t /= W;
     int h = (int)(t % H); int n = (int)(t / H);
     int hp = h + PH, wp = w + PW;          // in padded coordinates: window p holds rows p*SH .. p*SH+KH-1
@@ -88,19 +97,52 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__
 }}
 """
 
+_BACKWARD_WINDOWS = """
+extern "C" __global__ void {name}(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ dx,
+                                  long long total, SHAPE) {{
+    I i = (I)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per window (n, p, q, c)
+    if (i >= (I)total) return;
+    int c = (int)(i % C); I t = i / C;
+    int q = (int)(t % Q); t /= Q;
+    int p = (int)(t % P); int n = (int)(t / P);
+    int h0 = p * SH - PH, w0 = q * SW - PW;
+    A share = load(g, i){scale};
+    {find}
+    for (int r = 0; r < KH; ++r) {{
+        int h = h0 + r;
+        if (h < 0 || h >= H) continue;
+        for (int s = 0; s < KW; ++s) {{
+            int w = w0 + s;
+            if (w < 0 || w >= W) continue;
+            dx[(((I)n * H + h) * W + w) * C + c] = store({cell});
+        }}
+    }}
+}}
+"""
+
 _MAX_TAKE = ("if (window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW) == (long long)h * W + w)\n"
              "                acc += load(g, (((long long)n * P + p) * Q + q) * C + c);")
 _AVG_TAKE = "acc += load(g, (((long long)n * P + p) * Q + q) * C + c);"
 
 
-def render_pool(direction: str, kind: str, dtype) -> CudaSource:
-    """The CUDA C of one pooling kernel: direction "forward" or "backward", kind "max" or "avg"."""
+def render_pool(direction: str, kind: str, dtype, *, windows: bool = False, wide: bool = False) -> CudaSource:
+    """The CUDA C of one pooling kernel: direction "forward" or "backward", kind "max" or "avg";
+    windows: the backward that writes each window's cells (windows must not overlap); wide: 64-bit
+    indices (an array of 2**31 elements or more)."""
     dtype = np.dtype(dtype)
     storage, acc, load, store = _TYPES[dtype]
-    name = f"lt_{kind}_pool2d_{direction}_{dtype.name}"
+    name = f"lt_{kind}_pool2d_{direction}{'_windows' if windows else ''}_{dtype.name}{'_i64' if wide else ''}"
     head = _HEAD.format(include="#include <cuda_fp16.h>" if dtype == np.float16 else "",
-                        storage=storage, acc=acc, load=load, store=store)
-    if direction == "forward":
+                        storage=storage, acc=acc, load=load, store=store, index="long long" if wide else "int")
+    if windows:
+        if kind == "max":
+            body = _BACKWARD_WINDOWS.format(
+                name=name, scale="",
+                find="long long at = window_argmax(x, n, p, q, c, N, H, W, C, P, Q, KH, KW, SH, SW, PH, PW);",
+                cell="(long long)h * W + w == at ? share : (A)0")
+        else:
+            body = _BACKWARD_WINDOWS.format(name=name, scale=" / (A)(KH * KW)", find="", cell="share")
+    elif direction == "forward":
         if kind == "max":
             body = _FORWARD.format(name=name, init="(A)LT_NEG_INF", result="acc",
                                    update="if (v > acc || isnan(v)) acc = v;")
@@ -132,8 +174,6 @@ _BLOCK = 256
 
 
 def _launch(compiler, source, arrays, total, shape_args):
-    if total == 0:
-        return
     function = _function(compiler, source, arrays[-1].device.id)
     grid = ((total + _BLOCK - 1) // _BLOCK,)
     function(grid, (_BLOCK,), (*arrays, np.int64(total), *[np.int32(v) for v in shape_args]))
@@ -144,13 +184,41 @@ def _shape_args(in_shape, out_shape, kernel, stride, padding) -> tuple:
     return (n, h, w, c, out_shape[1], out_shape[2], *kernel, *stride, *padding)
 
 
+def _wide(*arrays) -> bool:
+    return max(a.size for a in arrays) >= 2**31
+
+
 def pool_forward(compiler, kind: str, x, kernel, stride, padding, out) -> None:
     """x, out: C-contiguous cupy arrays of one float dtype."""
-    source = render_pool("forward", kind, x.dtype)
+    if out.size == 0:
+        return
+    source = render_pool("forward", kind, x.dtype, wide=_wide(x, out))
     _launch(compiler, source, (x, out), out.size, _shape_args(x.shape, out.shape, kernel, stride, padding))
+
+
+def windows_apart(kernel, stride) -> bool:
+    """Whether no two windows share a cell (the backward then writes per window)."""
+    return stride[0] >= kernel[0] and stride[1] >= kernel[1]
+
+
+def windows_cover(in_shape, out_shape, kernel, stride, padding) -> bool:
+    """Whether windows that do not overlap hold every cell of the input: no gaps between them, and
+    the last window reaching the last row and column."""
+    return all(s == k and (o - 1) * s - pad + k >= size
+               for size, o, k, s, pad in zip(in_shape[1:3], out_shape[1:3], kernel, stride, padding))
 
 
 def pool_backward(compiler, kind: str, x, g, kernel, stride, padding, out) -> None:
     """x (max pooling only; else any array of out's dtype), g, out: C-contiguous cupy arrays."""
-    source = render_pool("backward", kind, out.dtype)
-    _launch(compiler, source, (x, g, out), out.size, _shape_args(out.shape, g.shape, kernel, stride, padding))
+    if out.size == 0:
+        return
+    shape_args = _shape_args(out.shape, g.shape, kernel, stride, padding)
+    wide = _wide(x, g, out)
+    if not windows_apart(kernel, stride):
+        _launch(compiler, render_pool("backward", kind, out.dtype, wide=wide), (x, g, out), out.size, shape_args)
+        return
+    if not windows_cover(out.shape, g.shape, kernel, stride, padding):
+        out.fill(0)
+    if g.size:
+        _launch(compiler, render_pool("backward", kind, out.dtype, windows=True, wide=wide), (x, g, out), g.size,
+                shape_args)

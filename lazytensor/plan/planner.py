@@ -17,6 +17,7 @@ from lazytensor.kernels.program import program_for
 from lazytensor.plan.lower import lower
 from lazytensor.plan.steps import FusedElementwise, FusedReduction
 from lazytensor.plan import recipes
+from lazytensor.plan.shared_values import shared_wide_values
 from lazytensor.core.memory import address as _address, may_overlap, owner
 from lazytensor.core import tensor as _tensor
 
@@ -110,11 +111,13 @@ ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the plan's destinat
 PATTERNS: list = []
 
 
-def cutter(steps, backend):
+def cutter(steps, backend, roots=()):
     """A `cut` function that appends the steps of heavy nodes to `steps`. Steps a builder wants
     to run only after everything else (committing running statistics) go to `cut.deferred`:
-    a step that fails before them leaves the user's state untouched."""
-    return _Cut(steps, backend)
+    a step that fails before them leaves the user's state untouched.
+    roots: the plan's expressions, when given: an elementwise value that several steps' kernels
+    read and that reads many arrays is evaluated once (lazytensor.plan.shared_values)."""
+    return _Cut(steps, backend, roots)
 
 
 class _Cut:
@@ -122,15 +125,18 @@ class _Cut:
     its recursion, a cycle that kept the nodes it made (readers of the plan's tensors, see
     lazytensor.core.readers) alive until the garbage collector ran."""
 
-    def __init__(self, steps, backend):
+    def __init__(self, steps, backend, roots=()):
         self.steps, self.backend = steps, backend
         self.memo: dict = {}
         self.deferred: list = []
         self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into)
+        # id(node) -> why it is evaluated once, or None for the nodes above such a value
+        self.once = shared_wide_values(roots, HEAVY) if roots else {}
 
     def __call__(self, node):
-        """`node` with every heavy subtree replaced by what its builder returns."""
-        if not node.heavy:
+        """`node` with every heavy subtree replaced by what its builder returns, and every value
+        chosen to be evaluated once replaced by its temporary."""
+        if not node.heavy and id(node) not in self.once:
             return node
         memo = self.memo
         hit = memo.get(id(node))
@@ -143,6 +149,12 @@ class _Cut:
         else:
             args = tuple(self(a) for a in node.args)
             out = Expr(node.op, args, node.shape, node.dtype, node.device, False, node.attrs)
+            why = self.once.get(id(node))
+            if why is not None:
+                first = len(self.steps)
+                out = materialized(out, self.backend, self.steps, self)
+                for step in self.steps[first:]:
+                    step.note = why
         memo[id(node)] = out
         return out
 
@@ -203,7 +215,7 @@ def _heavy(root, out, backend) -> list:
         if steps is not None:
             return steps
     steps: list = []
-    cut = cutter(steps, backend)
+    cut = cutter(steps, backend, (root,))
     if root.op in ROOT_WRITERS and root.dtype == out.dtype and tuple(root.shape) == out.shape:
         args = [cut(a) for a in root.args]
         inputs = [leaf.data for a in args for leaf in a.leaves]

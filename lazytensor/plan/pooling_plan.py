@@ -45,11 +45,19 @@ class PoolStep:
         name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
         text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
+        windows = self.direction == "backward" and pool_cuda.windows_apart(a.kernel, a.stride)
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
+        if self.backend.name == "cuda" and self.direction == "backward":
+            if not windows:
+                text += "; windows overlap: a gather per input cell over the windows that hold it"
+            else:
+                text += "; windows do not overlap: one thread per window writes its cells"
+                if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
+                    text += " (cells no window holds zeroed first)"
         if source and self.backend.name == "cuda":
-            text += "\n" + "\n".join("    " + line for line in
-                                     pool_cuda.render_pool(self.direction, a.kind, self.out.dtype).kernel.splitlines())
+            kernel = pool_cuda.render_pool(self.direction, a.kind, self.out.dtype, windows=windows).kernel
+            text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
         return text
 
 

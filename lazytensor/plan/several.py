@@ -46,7 +46,7 @@ def plan_several(pairs, backend) -> list:
     shared = _shared_heavy_nodes([node for _, node in pairs])
     patterned, pairs = _whole_plan_patterns(pairs, backend, shared)
     steps: list = []
-    cut = cutter(steps, backend)
+    cut = cutter(steps, backend, [node for out, node in pairs if out is not None])
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
     # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
     viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
