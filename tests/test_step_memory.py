@@ -11,6 +11,7 @@ from lazytensor.kernels.backend import backend_for
 from lazytensor.nn.step_memory import memory_parts
 from lazytensor.plan.planning_space import PlanningSpace, backed
 from lazytensor.tools.peak_memory import PeakMemory
+from devices import cudnn_ready
 from test_memory_plan import resnet_like, vgg_like
 
 
@@ -61,12 +62,15 @@ def test_a_measurement_while_planning_runs_over_real_memory():
         def measure():
             step.run()
             tensor.data[...] = 3.0
-            return step.out.sum() + tensor.data.sum()
+            scratch = backend.empty((2,), np.float32)       # what it allocates itself is real too
+            scratch[...] = 0.5
+            return step.out.sum() + tensor.data.sum() + scratch.sum()
         with backed(measure):
             # one real allocation stands in for the placeholder: its views overlap as they did
-            assert measure() == (2.0 * 6 + 3.0 * 3) + 3.0 * 4
+            assert measure() == (2.0 * 6 + 3.0 * 3) + 3.0 * 4 + 1.0
             assert not space.holds(step.out.base)
         assert step.out is view and tensor.data.base is placeholder     # the placeholders are back
+        assert not backend.empty((2,), np.float32).flags.writeable     # planning over placeholders again
     assert "empty" not in vars(backend)
 
 
@@ -97,9 +101,35 @@ def test_device_placeholders_hold_no_memory_and_are_backed_for_a_measurement():
 
         def measure():
             step.run()
-            return float(step.out.sum())
+            scratch = backend.empty((4,), np.float32)
+            scratch[...] = 1.0
+            return float(step.out.sum() + scratch.sum())
         with backed(measure):
-            assert measure() == 2.0 * 63 * 8
+            assert measure() == 2.0 * 63 * 8 + 4.0
         assert step.out.data.ptr == a.data.ptr + a.strides[0]      # the placeholder view is back
     cupy.cuda.get_current_stream().synchronize()
     assert "empty" not in vars(backend)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cudnn_ready(), reason="needs CUDA, CuPy and the cuDNN frontend")
+def test_the_cbr_stage1_choice_measured_while_planning_over_placeholders(monkeypatch):
+    # What a recorded step whose plan weighs the CBR stage 1 does on a GPU that has not measured the
+    # shape yet: the measurement runs over real memory standing in for the placeholders.
+    from lazytensor.plan import cbr_stage1
+    monkeypatch.setattr(cbr_stage1._CHOICES, "memory", {})
+    monkeypatch.setattr(cbr_stage1._CHOICES.disk, "get", lambda key: None)
+    monkeypatch.setattr(cbr_stage1._CHOICES.disk, "put", lambda key, value: None)
+    monkeypatch.setenv("LAZYTENSOR_CBR_TUNE", "1")
+    backend = backend_for("cuda")
+    rng = np.random.default_rng(0)
+    w = lt.asarray(rng.standard_normal((24, 3, 3, 16)).astype(np.float16), device="cuda")
+    attrs = lt.conv2d(lt.zeros((2, 9, 9, 16), np.float16, "cuda"), w, padding=1).attrs
+    with PlanningSpace(backend) as space:
+        x = lt.Tensor(backend.empty((2, 9, 9, 16), np.float16), "cuda")
+        y = backend.empty((2, 9, 9, 24), np.float16)
+        choice, note = cbr_stage1.choose_stage1(backend, x, w, attrs, y)
+        assert space.holds(x.data.data.mem) and space.holds(y.data.mem)     # the placeholders are back
+    import cupy
+    cupy.cuda.get_current_stream().synchronize()
+    assert choice in (cbr_stage1.GENSTATS, cbr_stage1.REDUCTION) and note.startswith("measured")

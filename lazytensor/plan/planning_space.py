@@ -22,7 +22,8 @@ stage 1, the dBN stage, one or two streams), timed once per GPU and shape over t
 steps it weighs. `backed(measure)` gives those real memory for the measurement alone: it finds the
 placeholders the measurement reaches (through its closure: arrays, Tensors, steps and their slots,
 lists, nested functions), puts views of real allocations in their place, and puts the placeholders
-back afterwards; the real memory goes with the measurement.
+back afterwards; what the measurement allocates itself is real memory as well. The real memory goes
+with the measurement.
 """
 from __future__ import annotations
 
@@ -54,17 +55,23 @@ class PlanningSpace:
         # An instance attribute shadows the class's method (and a wrapper already there, such as
         # lazytensor.tools.peak_memory's, which comes back on exit).
         self._previous = vars(self.backend).get("empty")
-        self.backend.empty = self.empty
+        self._install()
         _active.append(self)
         return self
 
     def __exit__(self, *exc):
         _active.remove(self)
+        self._uninstall()
+        return False
+
+    def _install(self) -> None:
+        self.backend.empty = self.empty
+
+    def _uninstall(self) -> None:
         if self._previous is None:
             del self.backend.empty
         else:
             self.backend.empty = self._previous
-        return False
 
     def empty(self, shape, dtype):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -102,11 +109,14 @@ def backed(measure):
     if not _active:
         yield
         return
-    backing = _Backing(_active[-1])
+    space = _active[-1]
+    backing = _Backing(space)
+    space._uninstall()                  # what the measurement allocates itself is real memory too
     try:
         backing.visit(measure)
         yield
     finally:
+        space._install()
         for holder, key, old in reversed(backing.undo):
             if type(holder) is list:
                 holder[key] = old
@@ -177,5 +187,5 @@ class _Backing:
         if base is None:
             size = getattr(own, "nbytes", None)
             size = own.size if size is None else size
-            base = self.real[id(own)] = type(backend).empty(backend, (max(size, 1),), np.uint8)
+            base = self.real[id(own)] = backend.empty((max(size, 1),), np.uint8)
         return backend.view(base, address(a) - owner_address(own), a.shape, a.dtype, a.strides)
