@@ -8,8 +8,8 @@ the CPU, over the arrays made through the CPU backend):
   input buffers;
 - the arena: every temporary of the plan (activations, saved statistics and ReLU results, pooling
   indices, gradients, matmul outputs, scratch), packed by lifetime (lazytensor.plan.memory_plan);
-- outside the arena, on CUDA: the cuDNN workspaces, one per built graph (process-wide, shared by
-  every plan that runs that graph).
+- outside the arena, on CUDA: the cuDNN workspaces, one per graph kind (fprop, dgrad, wgrad, ...)
+  and device, as large as the largest of its graphs needs (process-wide, shared by every plan).
 The first call's peak is the same sum: the step is planned over placeholders that hold no memory
 (lazytensor.plan.planning_space), and its temporaries get the arena before anything runs. The CUDA
 graph keeps no memory of its own: its steps run over the arena.
@@ -66,9 +66,9 @@ def memory_lines(planned, optimizer) -> list:
                      + ", ".join(f"{kind} {b / _MB:.3f} MB ({n})" for kind, b, n in live))
     if rec.backend.name == "cuda":
         sizes = _cudnn_workspaces(rec.backend)
-        lines.append(f"  outside the arena: cuDNN workspaces {sum(sizes) / _MB:.3f} MB ({len(sizes)} built graphs in "
-                     f"this process with one each, the largest {max(sizes, default=0) / _MB:.3f} MB); the CUDA graph "
-                     f"keeps no memory of its own (its steps run over the arena)")
+        lines.append(f"  outside the arena: cuDNN workspaces {sum(sizes) / _MB:.3f} MB ({len(sizes)} in this process, "
+                     f"one per graph kind shared by its graphs, the largest {max(sizes, default=0) / _MB:.3f} MB); the "
+                     f"CUDA graph keeps no memory of its own (its steps run over the arena)")
     else:
         lines.append("  outside the arena: nothing on the CPU (a kernel's own scratch lives only while it runs)")
     return lines
