@@ -133,3 +133,35 @@ def test_the_cbr_stage1_choice_measured_while_planning_over_placeholders(monkeyp
     import cupy
     cupy.cuda.get_current_stream().synchronize()
     assert choice in (cbr_stage1.GENSTATS, cbr_stage1.REDUCTION) and note.startswith("measured")
+
+
+def _amp_bottlenecks(seed=0):
+    from lazytensor.nn.models import Bottleneck
+    rng = np.random.default_rng(seed)
+    f16 = np.float16
+    return lt.nn.Sequential(lt.nn.Conv2d(8, 16, 3, padding=1, bias=False, rng=rng, dtype=f16), lt.nn.BatchNorm2d(16),
+                            lt.nn.ReLU(), Bottleneck(16, 8, rng=rng, dtype=f16), Bottleneck(32, 8, rng=rng, dtype=f16),
+                            lt.nn.GlobalAvgPool(), lt.nn.Flatten(), lt.nn.Linear(32, 4, rng=rng, dtype=f16))
+
+
+def _amp_step_arena(monkeypatch=None):
+    model = _amp_bottlenecks()
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), amp=True)
+    rng = np.random.default_rng(3)
+    loss = step(rng.standard_normal((4, 8, 8, 8)).astype(np.float32), rng.integers(0, 4, 4))
+    wide = [s for s in step.last.plan.steps if type(s).__name__ == "FusedElementwise"
+            and s.out.dtype == np.float32 and s.out.shape[:3] == (4, 8, 8)]
+    return step.last.plan.memory.arena, wide, float(loss.numpy())
+
+
+def test_a_value_evaluated_once_is_kept_in_its_narrow_dtype(monkeypatch):
+    # The ResNet backward's gradient down a stage (a sum of masked float16 dgrads, read by a
+    # batch_norm backward's reductions and kernel) is evaluated once: as float16, the float32 cast
+    # done by each reader as it loads, not stored as a float32 copy of twice the bytes.
+    arena, wide, loss = _amp_step_arena()
+    assert wide == []
+    from lazytensor.plan import shared_values
+    monkeypatch.setattr(shared_values, "_widening", lambda node: False)
+    arena_wide, wide, loss_wide = _amp_step_arena()
+    assert wide and arena < 0.8 * arena_wide
+    assert loss == loss_wide
