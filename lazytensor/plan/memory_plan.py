@@ -132,7 +132,8 @@ class MemoryPlan:
         return (f"memory: {self.temporaries} temporaries, {self.total / mb:.3f} MB if each had its own memory; "
                 f"peak of live temporaries {self.peak / mb:.3f} MB (at step {self.peak_step + 1}); "
                 f"arena {self.arena / mb:.3f} MB in one allocation ({saved:.0%} less than their sum), "
-                f"offsets by lifetime: a temporary's memory is reused once its last reader has run")
+                f"offsets by lifetime: a temporary's memory is reused once its last reader has run; "
+                f"{len(self.in_place)} written in place of an input that dies at that step")
 
 
 def pack(intervals) -> tuple:
