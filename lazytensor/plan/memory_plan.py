@@ -23,6 +23,7 @@ from lazytensor.core.expr import Const
 from lazytensor.core.memory import address, extent, owner, owner_address
 from lazytensor.core.tensor import Tensor
 from lazytensor.plan.recipes import Source, StepTemplate
+from lazytensor.plan.step_order import memory_order
 from lazytensor.plan.steps import FusedElementwise
 
 ALIGNMENT = 512         # bytes: every temporary starts on such a boundary (CuPy's pool rounds alike)
@@ -48,18 +49,20 @@ class MemoryPlan:
         index: dict = {}                # id(owner) -> its position in spans
         numbers: dict = {}              # Source -> its index in the list of arrays the steps read
         keep: list = []                 # the planning's allocations, alive while the templates are made
-        self.kinds: list = []           # per temporary: the class of the step that first touches it
+        touches: list = []              # per step: the ids of the allocations it reads or writes
         at = [0]
 
         def source(a):
             own = owner(a)
-            if id(own) in external or a.size == 0:
+            if a.size == 0:
+                return a
+            touches[at[0]].add(id(own))
+            if id(own) in external:
                 return a
             j = index.get(id(own))
             if j is None:
                 j = index[id(own)] = len(spans)
                 spans.append([0, at[0], at[0]])
-                self.kinds.append(type(steps[at[0]]).__name__)
                 keep.append(own)
             base = owner_address(own)
             span = spans[j]
@@ -70,17 +73,42 @@ class MemoryPlan:
 
         templates = []
         elementwise = []                # (step number, its output, its inputs): those that may write in place
+        kinds, fixed, overwrites = [], [], []
+        destinations = {id(owner(o)) for o in outs}
         for k, step in enumerate(steps):
             at[0] = k
+            touches.append(set())
             for name in getattr(step, "marks_only", ()):
                 setattr(step, name, ())     # the holders are released below: nothing reads the marks
             templates.append(StepTemplate(step, source))
+            kinds.append(type(step).__name__)
+            fixed.append(getattr(step, "commits", False) or _writes(step, destinations))
+            overwrites.append(bool(getattr(step, "dx_in_x", False)))
             if type(step) is FusedElementwise:
                 elementwise.append((k, step.out, step.inputs))
         step = None                     # the loop held the last planned step
         # The memory the steps read and write outside the arena: id(allocation) -> bytes.
         self.external = {k: _nbytes(own) for k, own in external.items()}
         del external
+        # The steps in an order that frees memory sooner (lazytensor.plan.step_order); lifetimes by it.
+        order = memory_order(touches, {id(own): tuple(span) for own, span in zip(keep, spans)}, fixed, overwrites)
+        position = [0] * len(order)
+        for i, k in enumerate(order):
+            position[k] = i
+        self.moved = sum(1 for i, k in enumerate(order) if i < k)
+        temps = {id(own): j for j, own in enumerate(keep)}
+        for span in spans:
+            span[1], span[2] = len(order), -1
+        for k, owners in enumerate(touches):
+            for o in owners:
+                j = temps.get(o)
+                if j is not None:
+                    span = spans[j]
+                    span[1], span[2] = min(span[1], position[k]), max(span[2], position[k])
+        del touches, temps
+        templates = [templates[k] for k in order]
+        elementwise = [(position[k], out, inputs) for k, out, inputs in elementwise]
+        self.kinds = [kinds[order[span[1]]] for span in spans]     # per temporary: the class of its writer
         self.lifetimes = [tuple(s) for s in spans]
         # A temporary written in place of another shares its bytes: one interval per chain of them.
         self.in_place = _in_place(elementwise, index, spans)
@@ -133,7 +161,9 @@ class MemoryPlan:
                 f"peak of live temporaries {self.peak / mb:.3f} MB (at step {self.peak_step + 1}); "
                 f"arena {self.arena / mb:.3f} MB in one allocation ({saved:.0%} less than their sum), "
                 f"offsets by lifetime: a temporary's memory is reused once its last reader has run; "
-                f"{len(self.in_place)} written in place of an input that dies at that step")
+                f"{len(self.in_place)} written in place of an input that dies at that step; {self.moved} steps "
+                f"moved up to right after the last step they conflict with, as they free more than they "
+                f"allocate (a wgrad and the kernels making its inputs, after its dgrad)")
 
 
 def pack(intervals) -> tuple:
@@ -208,6 +238,12 @@ def _in_place(elementwise, index, spans) -> dict:
             given.add(ji)
             break
     return taken
+
+
+def _writes(step, destinations) -> bool:
+    """Whether the step writes one of the destinations (its `out` or `outs`)."""
+    written = [getattr(step, "out", None), *(getattr(step, "outs", None) or ())]
+    return any(hasattr(a, "shape") and id(owner(a)) in destinations for a in written)
 
 
 def _whole(a, nbytes: int) -> bool:
