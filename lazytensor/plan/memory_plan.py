@@ -241,9 +241,13 @@ def _in_place(elementwise, index, spans) -> dict:
 
 
 def _writes(step, destinations) -> bool:
-    """Whether the step writes one of the destinations (its `out` or `outs`)."""
+    """Whether the step, or a step nested in it, writes one of the destinations (its `out` or `outs`)."""
     written = [getattr(step, "out", None), *(getattr(step, "outs", None) or ())]
-    return any(hasattr(a, "shape") and id(owner(a)) in destinations for a in written)
+    if any(hasattr(a, "shape") and id(owner(a)) in destinations for a in written):
+        return True
+    nested = [getattr(step, name, None) for name in getattr(type(step), "__slots__", ())]
+    nested += [s for v in nested if type(v) is list for s in v]
+    return any(hasattr(v, "run") and hasattr(type(v), "__slots__") and _writes(v, destinations) for v in nested)
 
 
 def _whole(a, nbytes: int) -> bool:
