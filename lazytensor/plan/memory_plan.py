@@ -10,6 +10,12 @@ static allocator of inference engines); the arena is as large as the highest end
 then rebuilt over views of the arena (lazytensor.plan.recipes' StepTemplate), with the tensors the
 expressions read and the destinations left as they are.
 
+Before the lifetimes are taken, the steps are put in an order that frees memory sooner
+(lazytensor.plan.step_order: a wgrad beside its dgrad); an elementwise step may write its result in
+place of an input that dies at that step (one interval for both); and the offsets are the smallest
+arena of a few greedy packings (pack). The plan is made over placeholders that hold no memory
+(lazytensor.plan.planning_space), so that its temporaries never exist but in the arena.
+
 An array counts as a temporary when its allocation is none of the tensors' the expressions read
 (through views too) nor a destination's: the planner made it. The result holders of the plan's
 batch_norm nodes (BatchNormSaved) are released: their arrays were the planning's temporaries, and
@@ -92,20 +98,9 @@ class MemoryPlan:
         del external
         # The steps in an order that frees memory sooner (lazytensor.plan.step_order); lifetimes by it.
         order = memory_order(touches, {id(own): tuple(span) for own, span in zip(keep, spans)}, fixed, overwrites)
-        position = [0] * len(order)
-        for i, k in enumerate(order):
-            position[k] = i
+        position = _reordered(spans, keep, touches, order)
         self.moved = sum(1 for i, k in enumerate(order) if i < k)
-        temps = {id(own): j for j, own in enumerate(keep)}
-        for span in spans:
-            span[1], span[2] = len(order), -1
-        for k, owners in enumerate(touches):
-            for o in owners:
-                j = temps.get(o)
-                if j is not None:
-                    span = spans[j]
-                    span[1], span[2] = min(span[1], position[k]), max(span[2], position[k])
-        del touches, temps
+        del touches
         templates = [templates[k] for k in order]
         elementwise = [(position[k], out, inputs) for k, out, inputs in elementwise]
         self.kinds = [kinds[order[span[1]]] for span in spans]     # per temporary: the class of its writer
@@ -238,6 +233,23 @@ def _in_place(elementwise, index, spans) -> dict:
             given.add(ji)
             break
     return taken
+
+
+def _reordered(spans, keep, touches, order) -> list:
+    """Each temporary's first and last step (in spans) by the steps' new order -> each step's position."""
+    position = [0] * len(order)
+    for i, k in enumerate(order):
+        position[k] = i
+    temps = {id(own): j for j, own in enumerate(keep)}
+    for span in spans:
+        span[1], span[2] = len(order), -1
+    for k, owners in enumerate(touches):
+        for o in owners:
+            j = temps.get(o)
+            if j is not None:
+                span = spans[j]
+                span[1], span[2] = min(span[1], position[k]), max(span[2], position[k])
+    return position
 
 
 def _writes(step, destinations) -> bool:
