@@ -23,6 +23,8 @@ what a backward outside the plan could read from them is not kept.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from lazytensor.core.expr import Const
@@ -97,10 +99,16 @@ class MemoryPlan:
         self.external = {k: _nbytes(own) for k, own in external.items()}
         del external
         # The steps in an order that frees memory sooner (lazytensor.plan.step_order); lifetimes by it.
+        # Kept only where it lowers the peak of live temporaries (a plan whose wgrads already run beside
+        # their dgrads gains nothing, and moving other steps may raise it).
         order = memory_order(touches, {id(own): tuple(span) for own, span in zip(keep, spans)}, fixed, overwrites)
+        planned = [list(span) for span in spans]
         position = _reordered(spans, keep, touches, order)
+        if _peak(spans, len(order))[0] >= _peak(planned, len(order))[0]:
+            spans[:] = planned
+            order = position = list(range(len(order)))
         self.moved = sum(1 for i, k in enumerate(order) if i < k)
-        del touches
+        del touches, planned
         templates = [templates[k] for k in order]
         elementwise = [(position[k], out, inputs) for k, out, inputs in elementwise]
         self.kinds = [kinds[order[span[1]]] for span in spans]     # per temporary: the class of its writer
@@ -158,7 +166,8 @@ class MemoryPlan:
                 f"offsets by lifetime: a temporary's memory is reused once its last reader has run; "
                 f"{len(self.in_place)} written in place of an input that dies at that step; {self.moved} steps "
                 f"moved up to right after the last step they conflict with, as they free more than they "
-                f"allocate (a wgrad and the kernels making its inputs, after its dgrad)")
+                f"allocate (a wgrad and the kernels making its inputs, after its dgrad; kept where the peak "
+                f"falls)")
 
 
 def pack(intervals) -> tuple:
@@ -204,10 +213,11 @@ def _packed(intervals, order, best_fit: bool) -> tuple:
 
 def _peak(lifetimes, n_steps) -> tuple:
     """(the most bytes of temporaries alive at one step, that step)."""
-    live = [0] * max(n_steps, 1)
+    change = [0] * (max(n_steps, 1) + 1)        # bytes born at each step, less those that died before it
     for size, first, last in lifetimes:
-        for k in range(first, last + 1):
-            live[k] += _aligned(size)
+        change[first] += _aligned(size)
+        change[last + 1] -= _aligned(size)
+    live = list(itertools.accumulate(change[:-1]))
     k = max(range(len(live)), key=live.__getitem__)
     return live[k], k
 

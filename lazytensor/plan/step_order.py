@@ -34,6 +34,11 @@ def memory_order(touches, lifetimes, fixed, overwrites) -> list:
     for o, (_, first, _) in lifetimes.items():
         made[first].add(o)
     writes = [set(touches[k]) if fixed[k] or overwrites[k] else made[k] for k in range(n)]
+    touchers: dict = {}                             # temporary -> the steps that touch it
+    for k, owners in enumerate(touches):
+        for o in owners:
+            if o in lifetimes:
+                touchers.setdefault(o, set()).add(k)
 
     def conflict(s, t) -> bool:
         shared = touches[s] & touches[t]
@@ -41,7 +46,7 @@ def memory_order(touches, lifetimes, fixed, overwrites) -> list:
 
     order: list = []
     for k in range(n):
-        group = _group(k, order, touches, made, lifetimes, fixed)
+        group = _group(k, order, touches, made, lifetimes, fixed, touchers)
         if group is not None:
             members = set(group)
             was = {s: i for i, s in enumerate(order)}
@@ -58,11 +63,12 @@ def memory_order(touches, lifetimes, fixed, overwrites) -> list:
     return order
 
 
-def _group(k, order, touches, made, lifetimes, fixed):
-    """[makers..., k] if moving them up frees memory, else None."""
+def _group(k, order, touches, made, lifetimes, fixed, touchers):
+    """[makers..., k] if moving them up frees memory, else None. A maker: a step whose temporaries
+    k reads, and no other step."""
     if fixed[k] or not order:
         return None
-    makers = [s for s in order if made[s] and not fixed[s] and all(lifetimes[o][2] == k for o in made[s])]
+    makers = [s for s in order if made[s] and not fixed[s] and all(touchers[o] == {s, k} for o in made[s])]
     group = makers + [k]
     inside = set().union(*(made[s] for s in makers)) if makers else set()
     allocated = sum(lifetimes[o][0] for o in made[k] if lifetimes[o][2] != k)
