@@ -35,6 +35,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.nn.amp import LossScaler
 from lazytensor.nn.optim import Optimizer
+from lazytensor.nn.step_memory import memory_lines
 from lazytensor.plan.bounded import make_room
 from lazytensor.plan.evaluate import evaluate
 from lazytensor.plan.recorded import RecordedAssignment
@@ -162,12 +163,9 @@ class TrainStep:
             before.append(f"backward: {fused} of {len(planned.backward)} Conv-BN blocks take the fused CBR backward "
                           f"(the forward's saved results are values of this plan, written by its forward steps)")
             before += [f"  block {k}: {what}" for k, what in enumerate(planned.backward, 1)]
-        kept = sum(o.nbytes for o in rec.outs) + planned.x.nbytes + planned.labels.nbytes
-        after = [rec.memory.describe(),
-                 f"persistent: {kept / 2**20:.3f} MB of parameters, optimizer state and static inputs (not in the arena)",
-                 rec.describe_graph(),
-                 "streams: the steps run in order on the current stream (a step that forks to a second stream says "
-                 "so above)"]
+        after = memory_lines(planned, self.optimizer) + [
+            rec.describe_graph(),
+            "streams: the steps run in order on the current stream (a step that forks to a second stream says so above)"]
         lines = head + before + [f"[{i}] " + step.describe(source=source) for i, step in enumerate(steps, 1)] + after
         return "\n".join(lines), steps, before + after
 

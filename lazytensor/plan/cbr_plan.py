@@ -160,6 +160,10 @@ class CommitStep:
     arrays saved for the backward pass (`written`) marked as holding a completed forward
     (lazytensor.plan.saved_results)."""
     __slots__ = ("backend", "staged", "running", "written")
+    # Arrays the step only marks, never reads: a plan without holders to hand them out (a recorded
+    # step's, lazytensor.plan.memory_plan) drops them rather than keep them alive until this last step.
+    marks_only = ("written",)
+    commits = True      # it writes the caller's state: it stays after every step that could fail
 
     def __init__(self, backend, staged, running, written=()):
         self.backend, self.staged, self.running, self.written = backend, staged, running, tuple(written)

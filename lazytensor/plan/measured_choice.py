@@ -8,6 +8,7 @@ import functools
 import os
 
 from lazytensor.kernels.cache import ChoicesFile
+from lazytensor.plan.planning_space import backed
 
 
 class MeasuredChoices:
@@ -30,7 +31,8 @@ class MeasuredChoices:
         if os.environ.get("LAZYTENSOR_CBR_TUNE", "1") == "0":
             hit = self.memory[key] = self.untimed
             return hit
-        choice, note, keep = measure()
+        with backed(measure):           # a step planned over placeholders is measured over real memory
+            choice, note, keep = measure()
         hit = self.memory[key] = (choice, note)
         if keep:
             self.disk.put(key, [choice, note])

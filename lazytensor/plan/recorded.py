@@ -18,6 +18,7 @@ from lazytensor.core.readers import memory_of
 from lazytensor.plan import replay as graph_replay
 from lazytensor.plan.evaluate import check_writable, retry_out_of_memory
 from lazytensor.plan.memory_plan import MemoryPlan
+from lazytensor.plan.planning_space import PlanningSpace
 from lazytensor.plan.several import plan_several
 from lazytensor.plan.simultaneous import checked_pairs, settled
 from lazytensor.plan.steps import run_steps
@@ -43,8 +44,10 @@ class RecordedAssignment:
         self.memories = [memory_of(d) for d in dests]
         reads = before_write(dests, values)
         nodes = [(d.data, settled(n)) for d, n in pairs]
-        planned = retry_out_of_memory(lambda: plan_several(nodes, self.backend))
-        self.memory = MemoryPlan(planned, [n for _, n in nodes], self.outs, self.backend)
+        # Planned over placeholders (no memory): the steps are rebuilt over the arena before they run.
+        with PlanningSpace(self.backend) as space:
+            planned = retry_out_of_memory(lambda: plan_several(nodes, self.backend))
+        self.memory = MemoryPlan(planned, [n for _, n in nodes], self.outs, self.backend, space)
         self.steps = self.memory.steps
         del planned, nodes
         self.graph = None           # the ReplayStep launching the steps as one CUDA graph, once captured

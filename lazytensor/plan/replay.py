@@ -277,5 +277,8 @@ def _learned(steps):
             v = getattr(step, name, None)
             if isinstance(v, Learned) and v.value is not None:
                 yield v.value
+                workspace = getattr(v.value, "workspace", None)
+                if workspace is not None:       # a shared cuDNN workspace may be replaced by a larger one
+                    yield workspace
             elif isinstance(v, list) and v and hasattr(v[0], "run"):
                 yield from _learned(v)

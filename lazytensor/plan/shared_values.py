@@ -13,6 +13,8 @@ the temporary.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from lazytensor.core.expr import Const, Expr
 
 MIN_SAVED = 4       # full-size passes over memory a temporary must save
@@ -50,6 +52,11 @@ def shared_wide_values(roots, heavy_ops) -> dict:
         m = len(here)
         if m < 2 or id(node) in root_ids:     # a result is written where it belongs: no temporary first
             continue
+        if _widening(node):
+            # Its operand is evaluated once instead (decided next, read by the same kernels): the same
+            # values in fewer bytes (a float16 gradient rather than its float32 copy), widened as
+            # each kernel loads it; of a tensor, nothing is stored at all.
+            continue
         k = _full_size_arrays(node, heavy_ops)
         if m * k - (k + 1 + m) >= MIN_SAVED:
             chosen[id(node)] = (f"evaluated once into a temporary: {m} kernels read this value of {k} full-size "
@@ -86,6 +93,14 @@ def _parents_first(roots) -> list:
 
 def _elementwise(node, heavy_ops) -> bool:
     return type(node) is Expr and node.result is None and node.op not in heavy_ops and bool(node.args)
+
+
+def _widening(node) -> bool:
+    """An exact conversion to a wider dtype (float16 -> float32, say)."""
+    if node.op != "astype":
+        return False
+    src, dst = node.args[0].dtype, node.dtype
+    return dst.itemsize > src.itemsize and np.can_cast(src, dst, "safe")
 
 
 def _full_size_arrays(node, heavy_ops) -> int:

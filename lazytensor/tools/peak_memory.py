@@ -4,10 +4,18 @@ On CUDA: the high-water mark of the bytes lazytensor holds in CuPy's memory pool
 arena and cuDNN workspace it allocates goes through that pool). While a PeakMemory is active, CuPy's
 allocator is wrapped so that each allocation updates the mark: the pool's used bytes only grow at an
 allocation. This is what torch.cuda.max_memory_allocated counts on PyTorch's side.
-On the CPU: the process's peak resident set size (it includes Python, NumPy and the compiler, and it
-never goes down, so it is an upper bound of the run's own peak).
+On the CPU: the same mark over the arrays lazytensor allocates through its CPU backend during the
+run (tensors, plan arenas and temporaries: the backend's `empty` and `asarray` are wrapped, and each
+allocation counted once until it is freed), the CPU's analogue of the pool's used bytes, which lt.explain(step)'s memory
+breakdown adds up to; arrays made before the run and a kernel's own scratch are not counted. The
+process's peak resident set (`resident`: Python, NumPy and the compiler too, and never lower) is
+given beside it.
 """
 from __future__ import annotations
+
+import weakref
+
+import numpy as np
 
 
 class PeakMemory:
@@ -17,7 +25,10 @@ class PeakMemory:
     def __init__(self, device: str):
         self.device = device
         self.bytes: int | None = None
+        self.resident: int | None = None     # on the CPU: the process's peak resident set
         self._previous = None
+        self._live = 0
+        self._owners: set = set()   # on the CPU: id() of the allocations counted and not yet freed
 
     def __enter__(self):
         if self.device == "cuda":
@@ -31,22 +42,51 @@ class PeakMemory:
                 self.bytes = max(self.bytes, pool.used_bytes())
                 return memory
             cupy.cuda.set_allocator(malloc)
+        else:
+            from lazytensor.kernels.backend import backend_for
+            backend = self._backend = backend_for(self.device)
+            self.bytes = 0
+            self._previous = {name: vars(backend).get(name) for name in ("empty", "asarray")}
+            empty, asarray = backend.empty, backend.asarray
+            backend.empty = lambda shape, dtype: self._counted(empty(shape, dtype))
+            backend.asarray = lambda obj, dtype=None: self._counted(asarray(obj, dtype))
         return self
+
+    def _counted(self, a):
+        """a, its allocation counted until freed (once: asarray may hand back an array it counted)."""
+        from lazytensor.core.memory import owner
+        own = owner(a)
+        if id(own) not in self._owners and isinstance(own, np.ndarray):
+            self._owners.add(id(own))
+            self._live += own.nbytes
+            self.bytes = max(self.bytes, self._live)
+            weakref.finalize(own, self._freed, id(own), own.nbytes)
+        return a
+
+    def _freed(self, key: int, nbytes: int) -> None:
+        self._owners.discard(key)
+        self._live -= nbytes
 
     def __exit__(self, *exc):
         if self.device == "cuda":
             import cupy
             cupy.cuda.set_allocator(self._previous)
         else:
-            self.bytes = _peak_rss()
+            for name, previous in self._previous.items():
+                if previous is None:
+                    delattr(self._backend, name)
+                else:
+                    setattr(self._backend, name, previous)
+            self.resident = _peak_rss()
         return False
 
     def describe(self) -> str:
         if self.bytes is None:
             return "not known on this platform"
-        where = ("CuPy memory pool high-water mark" if self.device == "cuda"
-                 else "peak resident set of the process")
-        return f"{format_bytes(self.bytes)} ({where})"
+        if self.device == "cuda":
+            return f"{format_bytes(self.bytes)} (CuPy memory pool high-water mark)"
+        resident = "" if self.resident is None else f"; peak resident set of the process {format_bytes(self.resident)}"
+        return f"{format_bytes(self.bytes)} (high-water mark of lazytensor's CPU arrays{resident})"
 
 
 def _peak_rss() -> int | None:
