@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import traceback
 from dataclasses import dataclass
 
@@ -185,11 +186,23 @@ def run_train_bench(print_fn=print, device: str = "cpu") -> list:
         except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
             traceback.print_exc()
             rows.append(Row(label, LAZYTENSOR, None, None, f"failed: {type(exc).__name__}: {exc}"[:300]))
+        _progress(rows[-1])
         _free_device_memory(device)
         if torch is not None:
-            rows += torch_rows(torch, label, name, px, batch, device, timer)
+            for row in torch_rows(torch, label, name, px, batch, device, timer):
+                rows.append(row)
+                _progress(row)
     print_fn(render(rows, device, torch))
     return rows
+
+
+def _progress(row: Row) -> None:
+    """Each row on stderr as soon as it is measured: a run cut off by a time limit keeps its figures
+    (the table comes at the end)."""
+    speed = "-" if row.images_per_s is None else f"{row.images_per_s:,.0f} img/s"
+    peak = "" if row.peak_bytes is None else f", peak {row.peak_bytes / 2**30:.2f} GiB"
+    print(f"# measured: {row.config}, {row.implementation}: {speed}{peak} {row.note}".rstrip(), file=sys.stderr,
+          flush=True)
 
 
 def _free_device_memory(device):
