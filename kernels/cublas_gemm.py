@@ -161,26 +161,14 @@ class _Library:
         if lib is None:
             raise OSError("libcublas could not be loaded (tried libcublas.so.12/13/11)")
         p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-        self.create = self._function(lib.cublasCreate_v2, [ctypes.POINTER(p)])
-        self.set_stream = self._function(lib.cublasSetStream_v2, [p, p])
-        self.set_workspace = self._function(lib.cublasSetWorkspace_v2, [p, p, ctypes.c_size_t])
-        self.gemm = self._function(lib.cublasGemmEx, [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i])
-        self.gemm_batched = self._function(lib.cublasGemmStridedBatchedEx,
+        self.create = checked(lib.cublasCreate_v2, [ctypes.POINTER(p)])
+        self.set_stream = checked(lib.cublasSetStream_v2, [p, p])
+        self.set_workspace = checked(lib.cublasSetWorkspace_v2, [p, p, ctypes.c_size_t])
+        self.gemm = checked(lib.cublasGemmEx, [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i])
+        self.gemm_batched = checked(lib.cublasGemmStridedBatchedEx,
                                            [p, i, i, i, i, i, p, p, i, i, ll, p, i, i, ll, p, p, i, i, ll, i, i, i])
         self.ctypes = ctypes
 
-    @staticmethod
-    def _function(f, argtypes):
-        import ctypes
-        f.argtypes = argtypes
-        f.restype = ctypes.c_int
-        name = f.__name__
-
-        def call(*args):
-            status = f(*args)
-            if status != 0:
-                raise RuntimeError(f"cuBLAS {name} failed with status {status}")
-        return call
 
 
 _library = []
@@ -232,3 +220,18 @@ def arguments_for(a, b, out):
     if not (a.dtype == b.dtype == out.dtype) or out.dtype not in _DATA_TYPE:
         return None, f"{out.dtype} operands (cuBLAS GEMM is called here for float16, float32 and float64)"
     return gemm_arguments(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, out.dtype.itemsize)
+
+
+def checked(f, argtypes):
+    """A ctypes function of cuBLAS or cuBLASLt given its argument types, raising on a status other
+    than success (0), with the function's name."""
+    import ctypes
+    f.argtypes = argtypes
+    f.restype = ctypes.c_int
+    name = f.__name__
+
+    def call(*args):
+        status = f(*args)
+        if status != 0:
+            raise RuntimeError(f"{name} failed with status {status}")
+    return call

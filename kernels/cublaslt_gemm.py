@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import launch_log
-from .cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib
+from .cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib, checked
 
 # cublasLtEpilogue_t: CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS (the bias an input), _BGRADA, _BGRADB (the
 # "bias" an output: the sum of cuBLAS's A' or B' over the k dimension, the bias gradient of a Linear
@@ -86,7 +86,7 @@ class _Lt:
             raise OSError("libcublasLt could not be loaded (tried libcublasLt.so.12/13/11)")
         p, i, u64, i64, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int64, ctypes.c_size_t
         pp = ctypes.POINTER(p)
-        f = _function
+        f = checked
         self.create = f(lib.cublasLtCreate, [pp])
         self.desc_create = f(lib.cublasLtMatmulDescCreate, [pp, i, i])
         self.desc_set = f(lib.cublasLtMatmulDescSetAttribute, [p, i, p, sz])
@@ -107,19 +107,6 @@ class _Lt:
                 self.create(self.ctypes.byref(handle))
             h = self.handles[device_id] = handle.value
         return h
-
-
-def _function(f, argtypes):
-    import ctypes
-    f.argtypes = argtypes
-    f.restype = ctypes.c_int
-    name = f.__name__
-
-    def call(*args):
-        status = f(*args)
-        if status != 0:
-            raise RuntimeError(f"cuBLASLt {name} failed with status {status}")
-    return call
 
 
 _lt: list = []
