@@ -151,15 +151,7 @@ class _Library:
     def __init__(self):
         import ctypes
         from cupy_backends.cuda.libs import cublas as _loaded   # noqa: F401  (loads libcublas)
-        lib = None
-        for name in ("libcublas.so.12", "libcublas.so.13", "libcublas.so.11", "libcublas.so", "cublas64_12.dll"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            raise OSError("libcublas could not be loaded (tried libcublas.so.12/13/11)")
+        lib = load_library("cublas")
         p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
         self.create = checked(lib.cublasCreate_v2, [ctypes.POINTER(p)])
         self.set_stream = checked(lib.cublasSetStream_v2, [p, p])
@@ -235,3 +227,15 @@ def checked(f, argtypes):
         if status != 0:
             raise RuntimeError(f"{name} failed with status {status}")
     return call
+
+
+def load_library(name: str):
+    """libcublas or libcublasLt (name "cublas" or "cublasLt") through ctypes, whichever CUDA major
+    version is installed."""
+    import ctypes
+    for file in (f"lib{name}.so.12", f"lib{name}.so.13", f"lib{name}.so.11", f"lib{name}.so", f"{name}64_12.dll"):
+        try:
+            return ctypes.CDLL(file)
+        except OSError:
+            continue
+    raise OSError(f"lib{name} could not be loaded (tried lib{name}.so.12/13/11)")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import launch_log
-from .cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib, checked
+from .cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib, checked, load_library
 
 # cublasLtEpilogue_t: CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS (the bias an input), _BGRADA, _BGRADB (the
 # "bias" an output: the sum of cuBLAS's A' or B' over the k dimension, the bias gradient of a Linear
@@ -75,15 +75,7 @@ class _Lt:
 
     def __init__(self):
         import ctypes
-        lib = None
-        for name in ("libcublasLt.so.12", "libcublasLt.so.13", "libcublasLt.so.11", "libcublasLt.so", "cublasLt64_12.dll"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            raise OSError("libcublasLt could not be loaded (tried libcublasLt.so.12/13/11)")
+        lib = load_library("cublasLt")
         p, i, u64, i64, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int64, ctypes.c_size_t
         pp = ctypes.POINTER(p)
         f = checked
