@@ -390,7 +390,8 @@ def build_astype(node: Node, dtype) -> Node:
         ii = np.iinfo(dtype)
         with np.errstate(all="ignore"):
             t = np.trunc(node.np.astype(np.float64))
-            undefined = ~np.isfinite(t) | (t < ii.min) | (t > ii.max)
+            # the bound is exclusive and exact: float(ii.max) rounds up to 2**bits (uint64: 2**64), itself out of range
+            undefined = ~np.isfinite(t) | (t < ii.min) | (t >= 2.0 ** (ii.bits - (ii.min < 0)))
         err = np.where(undefined, np.inf, _as_err(err, expected.shape))
     return Node(expr, expected, err, f"{node.text}.astype({dtype.name})", node.depth + 1)
 
