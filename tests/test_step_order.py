@@ -27,7 +27,7 @@ def test_conflicting_steps_keep_their_order(steps, sizes):
             if o < 6:
                 size, first, _ = lifetimes.get(o, (sizes[o], k, k))
                 lifetimes[o] = (size, first, k)
-    order = memory_order(touches, lifetimes, fixed, overwrites)
+    order, _, _ = memory_order(touches, lifetimes, fixed, overwrites)
     assert sorted(order) == list(range(len(steps)))
     at = {k: i for i, k in enumerate(order)}
     made = {o: first for o, (_, first, _) in lifetimes.items()}
@@ -86,12 +86,34 @@ def _peak(order, touches, lifetimes):
 
 def test_a_wgrad_moves_beside_its_dgrad_and_the_peak_falls():
     touches, lifetimes, fixed, wgrads = _chain(6)
-    order = memory_order(touches, lifetimes, fixed, [False] * len(touches))
+    order, _, _ = memory_order(touches, lifetimes, fixed, [False] * len(touches))
     at = {k: i for i, k in enumerate(order)}
     dgrads = range(7, 7 + 5)                                    # d6 .. d2; wgrads w6 .. w2
     for w, d in zip(wgrads[1:], dgrads):                        # w_i right after d_(i+1), which wrote its dY
         assert at[w] == at[d] + 1
     assert _peak(order, touches, lifetimes) <= 0.7 * _peak(list(range(len(touches))), touches, lifetimes)
+
+
+def test_a_large_weight_gradient_moves_down_to_the_updates_and_the_peak_falls():
+    # a head wgrad right after the loss reads a5 and g6 (alive longer anyway) and writes a weight
+    # gradient of 50 bytes that only its update, fixed and last, reads
+    touches, lifetimes, fixed, _ = _chain(6)
+    sizes = {o: size for o, (size, _, _) in lifetimes.items()} | {999: 50}
+    touches.insert(7, {4, 6, 999})
+    fixed.insert(7, False)
+    touches.append({999, 200})
+    fixed.append(True)
+    lifetimes = {}
+    for k, owners in enumerate(touches):
+        for o in owners & sizes.keys():
+            lifetimes[o] = (sizes[o], lifetimes.get(o, (0, k))[1], k)
+    order, _, down = memory_order(touches, lifetimes, fixed, [False] * len(touches))
+    at = {k: i for i, k in enumerate(order)}
+    dgrads = range(8, 8 + 5)
+    assert down >= 1 and max(at[d] for d in dgrads) < at[7] < min(at[k] for k in range(len(touches)) if fixed[k])
+    where_planned = [k for k in order if k != 7]
+    where_planned.insert(where_planned.index(6) + 1, 7)
+    assert _peak(order, touches, lifetimes) < _peak(where_planned, touches, lifetimes)
 
 
 def _run(build, x, labels):
@@ -110,7 +132,7 @@ def test_a_planned_step_is_never_worse_than_in_the_planners_order(monkeypatch):
         assert type(step.last.plan.steps[-1]).__name__ == "CommitStep"
         assert f"{memory.moved} steps moved up" in lt.explain(step, source=False)
         with monkeypatch.context() as m:
-            m.setattr(memory_plan, "memory_order", lambda touches, lifetimes, fixed, overwrites: list(range(len(touches))))
+            m.setattr(memory_plan, "memory_order", lambda touches, lifetimes, fixed, overwrites: (list(range(len(touches))), 0, 0))
             planner_order, planner_losses = _run(build, x, labels)
         assert planner_losses == losses
         before = planner_order.last.plan.memory

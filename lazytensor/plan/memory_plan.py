@@ -101,13 +101,15 @@ class MemoryPlan:
         # The steps in an order that frees memory sooner (lazytensor.plan.step_order); lifetimes by it.
         # Kept only where it lowers the peak of live temporaries (a plan whose wgrads already run beside
         # their dgrads gains nothing, and moving other steps may raise it).
-        order = memory_order(touches, {id(own): tuple(span) for own, span in zip(keep, spans)}, fixed, overwrites)
+        order, up, down = memory_order(touches, {id(own): tuple(span) for own, span in zip(keep, spans)}, fixed,
+                                       overwrites)
         planned = [list(span) for span in spans]
         position = _reordered(spans, keep, touches, order)
         if _peak(spans, len(order))[0] >= _peak(planned, len(order))[0]:
             spans[:] = planned
             order = position = list(range(len(order)))
-        self.moved = sum(1 for i, k in enumerate(order) if i < k)
+            up = down = 0
+        self.moved, self.sunk = up, down
         del touches, planned
         templates = [templates[k] for k in order]
         elementwise = [(position[k], out, inputs) for k, out, inputs in elementwise]
@@ -166,8 +168,9 @@ class MemoryPlan:
                 f"offsets by lifetime: a temporary's memory is reused once its last reader has run; "
                 f"{len(self.in_place)} written in place of an input that dies at that step; {self.moved} steps "
                 f"moved up to right after the last step they conflict with, as they free more than they "
-                f"allocate (a wgrad and the kernels making its inputs, after its dgrad; kept where the peak "
-                f"falls)")
+                f"allocate (a wgrad and the kernels making its inputs, after its dgrad), {self.sunk} moved down "
+                f"to right before the first step they conflict with, as they allocate more than they free (a "
+                f"weight gradient that only the update reads); kept where the peak falls")
 
 
 def pack(intervals) -> tuple:

@@ -1,6 +1,7 @@
 """The order a recorded plan's steps run in, chosen for memory: a step that frees more than it
 allocates moves up, with the steps that make what only it reads, to right after the last step it
-conflicts with.
+conflicts with; then a step that allocates more than it frees moves down, to right before the first
+step it conflicts with.
 
 The planner emits a training step's backward as its results are cut: the first parameter's update
 needs the whole chain of input gradients (every dgrad, from the loss down), so every dgrad comes
@@ -9,6 +10,12 @@ input) are made again right before it from what the chain kept: the gradient eac
 backward) wrote, alive through the rest of the chain. Moved up to right after the dgrad that
 wrote that gradient, a wgrad and the two kernels making its inputs free it at once, as PyTorch's
 autograd runs a layer's wgrad beside its dgrad.
+
+A weight gradient is the other way round: the head's matmul wgrad (VGG16-BN's 25088 x 4096 weight,
+196 MB in float16) reads two small arrays and writes a large one that only the update reads, and the
+updates run last. Moved down to right before the updates, it holds its small inputs through the
+backward instead of its large output, as PyTorch's autograd would not (it accumulates .grad at once,
+in memory kept between steps).
 
 Two steps conflict when they touch one allocation and one of them writes it; conflicting steps keep
 their order, and steps move only past steps they do not conflict with. What a step writes: the
@@ -21,14 +28,20 @@ fail, so that a failed first run leaves parameters and running statistics as the
 """
 from __future__ import annotations
 
+import itertools
 
-def memory_order(touches, lifetimes, fixed, overwrites) -> list:
-    """A new order of the steps (a permutation of range(len(touches))). touches[k]: the ids of the
-    allocations step k reads or writes; lifetimes: {temporary's id: (bytes, first step, last step)}
-    in the planner's order; fixed[k], overwrites[k]: see the module doc.
+
+def memory_order(touches, lifetimes, fixed, overwrites) -> tuple:
+    """(a new order of the steps: a permutation of range(len(touches)), how many steps moved up, how
+    many moved down). touches[k]: the ids of the allocations step k reads or writes; lifetimes:
+    {temporary's id: (bytes, first step, last step)} in the planner's order; fixed[k], overwrites[k]:
+    see the module doc.
     Each step in turn is placed after the steps before it; a step whose group (itself and the steps
     placed already whose temporaries only it reads: their makers) frees more bytes than it allocates
-    outside the group goes, as a group, right after the last step it conflicts with."""
+    outside the group goes, as a group, right after the last step it conflicts with. Then, from the
+    last step to the first, a step that allocates more bytes than it frees goes right before the
+    first step after it that it conflicts with or that is fixed, where the peak of live temporaries
+    falls among the steps it passes."""
     n = len(touches)
     made: list = [set() for _ in range(n)]           # per step: the temporaries it is the first to touch
     for o, (_, first, _) in lifetimes.items():
@@ -45,6 +58,7 @@ def memory_order(touches, lifetimes, fixed, overwrites) -> list:
         return bool(shared) and bool(shared & (writes[s] | writes[t]))
 
     order: list = []
+    up = 0
     for k in range(n):
         group = _group(k, order, touches, made, lifetimes, fixed, touchers)
         if group is not None:
@@ -58,9 +72,47 @@ def memory_order(touches, lifetimes, fixed, overwrites) -> list:
             # a maker never moves down past a step it conflicts with, nor past a fixed step
             if not any(was[s] > was[m] and (fixed[s] or conflict(s, m)) for s in rest[:at] for m in group[:-1]):
                 order = rest[:at] + group + rest[at:]
+                up += len(group)
                 continue
         order.append(k)
-    return order
+    order, down = _sunk(order, touches, made, lifetimes, fixed, touchers, conflict)
+    return order, up, down
+
+
+def _sunk(order, touches, made, lifetimes, fixed, touchers, conflict) -> tuple:
+    """(order with each step that allocates more than it frees moved down as far as it can go, where
+    the steps it passes hold the peak, how many moved). Taken from the last step to the first, so that
+    a step's makers see it moved."""
+    order = list(order)
+    down = 0
+    for i in range(len(order) - 1, -1, -1):
+        k = order[i]
+        if fixed[k] or not made[k]:
+            continue
+        at = {s: j for j, s in enumerate(order)}
+        allocated = sum(lifetimes[o][0] for o in made[k] if touchers[o] != {k})
+        freed = sum(lifetimes[o][0] for o in touches[k]
+                    if o in lifetimes and o not in made[k] and max(at[s] for s in touchers[o]) == i)
+        if allocated <= freed:
+            continue
+        j = i + 1
+        while j < len(order) and not fixed[order[j]] and not conflict(order[j], k):
+            j += 1
+        live = _live(at, touchers, lifetimes, len(order))
+        if j > i + 1 and max(live[i:j - 1]) == max(live):
+            order = order[:i] + order[i + 1:j] + [k] + order[j:]
+            down += 1
+    return order, down
+
+
+def _live(at, touchers, lifetimes, n) -> list:
+    """The bytes of temporaries alive at each position of the order `at` ({step: position})."""
+    change = [0] * (n + 1)
+    for o, steps in touchers.items():
+        positions = [at[s] for s in steps]
+        change[min(positions)] += lifetimes[o][0]
+        change[max(positions) + 1] -= lifetimes[o][0]
+    return list(itertools.accumulate(change[:-1]))
 
 
 def _group(k, order, touches, made, lifetimes, fixed, touchers):
