@@ -295,7 +295,7 @@ def test_explain_tells_the_replay_state(cpu_graphs):
     for _ in range(4):
         y[...] = expr()
     text = lt.explain(expr(), out=y, source=False)
-    assert "CUDA graph replay: the second call over the same tensors and destination" in text
+    assert "CUDA graph replay: the third call over the same tensors and destination" in text
     assert "1 captured, 1 replays so far, 0 calls step by step" in text
 
 

@@ -353,8 +353,9 @@ def replay_note(root, out, backend, steps) -> str | None:
     reason = replays.refusal or graph_replay.first_refusal(steps)
     if reason is not None:
         return head + f"not used: {reason}"
-    return (head + "the second call over the same tensors and destination captures these steps into one CUDA "
-            "graph, which keeps that call's temporaries; later such calls launch only the graph, and hand out "
+    return (head + "the third call over the same tensors and destination (the first plans, the second runs the "
+            "recipe and notes their addresses) captures these steps into one CUDA graph, which keeps that call's "
+            "temporaries; later such calls launch only the graph, and hand out "
             "its results again once the caller no longer holds the previous ones (" + replays.describe() + ")")
 
 

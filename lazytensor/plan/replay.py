@@ -2,9 +2,10 @@
 
 A training loop evaluates the same structure over the same tensors into the same destination on
 every call. The recipe's steps then launch the same kernels with the same arguments, except for the
-temporaries each call takes from the pool. So on the second call over the same tensors and
-destination (the key: their addresses; the recipe's signature fixes everything else a kernel
-reads, layouts and scalars included) the steps are captured into a CUDA graph, and the graph keeps
+temporaries each call takes from the pool. So when a recipe sees the same tensors and destination
+a second time (the key: their addresses; the recipe's signature fixes everything else a kernel
+reads, layouts and scalars included), on the third call of the expression (the first plans it),
+the steps are captured into a CUDA graph, and the graph keeps
 that call's temporaries for good. Later calls launch the graph: one launch instead of five to seven
 (cuDNN's included), no allocation, no Python per step.
 

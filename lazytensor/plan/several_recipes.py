@@ -168,6 +168,6 @@ def recipe_note(pairs, backend, steps) -> str:
     reason = (recipe.replays.refusal if recipe is not None else None) or graph_replay.first_refusal(steps)
     if reason is not None:
         return text + head + f"not used: {reason}"
-    return text + head + ("the second call over the same tensors and destinations captures these steps into one "
+    return text + head + ("the third call over the same tensors and destinations (the first plans, the second runs the recipe and notes their addresses) captures these steps into one "
                           "CUDA graph; later such calls launch only the graph"
                           + (f" ({recipe.replays.describe()})" if recipe is not None else ""))
