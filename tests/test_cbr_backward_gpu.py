@@ -143,7 +143,7 @@ def test_a_replayed_training_loop_and_a_backward_built_before_the_replay():
     out = lt.empty(root.shape, np.float16, device="cuda")
     dy = lt.asarray(rng.standard_normal(root.shape).astype(np.float16), device="cuda")
     results = []
-    for step in range(4):               # the second call captures, later ones replay
+    for step in range(4):               # the third call captures, later ones replay
         x_t[...] = xs[step % 2]
         out[...] = root
         _, dgamma, _, _ = lt.cbr_bn_backward(dy, saved, g_t)
