@@ -19,6 +19,7 @@ import numpy as np
 from . import launch_log
 from .background_compile import BackgroundCompiler, wait_for_compiler
 from .cache import KernelCache, cache_folder, report_damaged, write_atomically
+from .numba_entry import compiled_entry
 from .interpret import run_program, run_reduction as interpret_reduction
 from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
@@ -105,7 +106,9 @@ class CpuBackend:
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
         # checks the layout and calls the kernel, without the key hashing and choices of the first.
         self._ready_reductions: dict = {}
-        self._flat_kernels = [self.kernels, {}]     # [the cache it mirrors, {(program, rank): kernel}]
+        # [the cache it mirrors, {(program, rank): kernel}, {(program, rank): the serial kernel's
+        # compiled entry (numba_entry), or False where it has none}]
+        self._flat_kernels = [self.kernels, {}, {}]
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -155,7 +158,7 @@ class CpuBackend:
             # a Layout (a dataclass's hash, in Python). Kept per kernel cache, as _ready_reductions.
             flat = self._flat_kernels
             if flat[0] is not self.kernels:
-                flat = self._flat_kernels = [self.kernels, {}]
+                flat = self._flat_kernels = [self.kernels, {}, {}]
             kernel = flat[1].get((program, layout.ndim))
             if kernel is None:
                 kernel = self.kernels.get((program, layout))
@@ -180,16 +183,34 @@ class CpuBackend:
         self._first_or_logged_call(kernel, fn, args, out.size)
 
     def run_flat(self, program, out, inputs, scalars):
-        """run_elementwise for operands the caller knows to be C-contiguous with out's shape (flat
-        layout; lazytensor.plan.direct): the compiled kernel is called without the layout tests. A
-        kernel not compiled yet, float16 operands or a profile take run_elementwise."""
+        """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
+        shape (flat layout; lazytensor.plan.direct), and scalars that are Const values: the compiled
+        kernel is called without the layout tests, and on small arrays through its compiled entry
+        (numba_entry). A kernel not compiled yet, float16 operands or a profile take run_elementwise."""
         flat = self._flat_kernels
-        kernel = flat[1].get((program, out.ndim)) if flat[0] is self.kernels else None
+        kernel = entry = None
+        if flat[0] is self.kernels:
+            key = (program, out.ndim)
+            small = out.size < PARALLEL_MIN_ELEMENTS
+            if small:
+                entry = flat[2].get(key)
+                if entry and not launch_log.listeners:
+                    entry[0](out, *inputs, *scalars)    # the serial kernel, without numba's dispatcher
+                    return
+            kernel = flat[1].get(key)
         if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):
             module = kernel.module
-            fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+            fn = module.kernel_seq if small else module.kernel_par
             if fn.overloads:
-                fn(out, *inputs, *scalars)
+                args = (out, *inputs, *scalars)
+                fn(*args)
+                if small and entry is None:
+                    # Kept where no call of this program and rank that is small can stream (the
+                    # entry path skips _may_stream) and for the types this call passed, which the
+                    # direct path's later calls pass too (numba_entry).
+                    never_streams = (kernel.n_inputs is None or PARALLEL_MIN_ELEMENTS * 16 * (len(inputs) + 1 - kernel.n_inputs)
+                                     < stream_stores.MIN_BYTES)
+                    flat[2][key] = never_streams and compiled_entry(fn, args)
                 return
         self.run_elementwise(program, out, list(inputs), list(scalars))
 
@@ -358,7 +379,7 @@ class _ReadyReduction:
     spec it was made for: its id in the key is never reused while the entry lives; and the kernel
     cache it came from: a backend given a new cache (tests do) starts without them."""
     __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten",
-                 "f16")
+                 "f16", "entries")
 
     def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
         module = kernel.module
@@ -370,6 +391,10 @@ class _ReadyReduction:
         self.dims = flat_spec.in_shape
         self.count = float(flat_spec.count)
         self.main = module.reduce_main_seq if small else module.reduce_main
+        # the serial kernels' compiled entries (numba_entry), found by the first launch: its
+        # operands' types are those of every later one (contiguous, aligned, of the spec's dtypes
+        # and rank; the scalars Const values)
+        self.entries = None if small else False
         self.rows = rows
         if rows:
             self.finish = None
@@ -385,10 +410,14 @@ class _ReadyReduction:
         """Launch into `out`; False (nothing done) when an operand or `out` is not laid out as
         the entry assumes: the caller then takes the general path."""
         shape = self.shape
-        if not out.flags.c_contiguous:
+        flags = out.flags
+        if not (flags.c_contiguous and flags.aligned):
             return False
         for a in inputs:
-            if a.shape != shape or not a.flags.c_contiguous:
+            if a.shape != shape:
+                return False
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned):
                 return False
         self.launch(out, inputs, scalars)
         return True
@@ -402,12 +431,29 @@ class _ReadyReduction:
         if self.f16:
             inputs = [_kernel_arg(a) for a in inputs]
             out = _kernel_arg(out)
+        entries = self.entries
         if self.rows:
-            self.main(out, *inputs, *scalars, *dims, *n)
+            if entries:
+                entries[0][0](out, *inputs, *scalars, *dims, *n)
+                return
+            args = (out, *inputs, *scalars, *dims, *n)
+            self.main(*args)
+            if entries is None:
+                main = compiled_entry(self.main, args)
+                self.entries = (main,) if main else False
         else:
             parts = [np.empty(s, dt) for s, dt in self.parts]
-            self.main(*parts, self.nchunks, *inputs, *scalars, *dims, *n)
-            self.finish(out, *parts, self.nchunks, *n)
+            if entries:
+                entries[0][0](*parts, self.nchunks, *inputs, *scalars, *dims, *n)
+                entries[1][0](out, *parts, self.nchunks, *n)
+                return
+            main_args = (*parts, self.nchunks, *inputs, *scalars, *dims, *n)
+            finish_args = (out, *parts, self.nchunks, *n)
+            self.main(*main_args)
+            self.finish(*finish_args)
+            if entries is None:
+                main, finish = compiled_entry(self.main, main_args), compiled_entry(self.finish, finish_args)
+                self.entries = (main, finish) if main and finish else False
 
 
 def _chunks(extent: int, small: bool) -> int:

@@ -42,10 +42,17 @@ class Const:
     leaves = ()
 
     def __init__(self, value, dtype):
-        if dtype.kind == "u" and dtype.itemsize == 8:
+        # One Python type per dtype kind, so that a program's scalar dtypes fix the types its kernel
+        # is called with (a kernel's compiled entry is kept by program: lazytensor.kernels.cpu).
+        kind = dtype.kind
+        if kind == "u" and dtype.itemsize == 8:
             value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
-        elif type(value) is int and dtype.kind in "fc":
+        elif kind == "f":
             value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
+        elif kind in "iu":
+            value = int(value)          # (True in an integer loop: 1)
+        elif kind == "b":
+            value = bool(value)
         limit = _ROUNDED_ABOVE.get(dtype)
         if limit is not None and type(value) is float and abs(value) > limit:
             # NumPy casts a weak Python float to the op's dtype at the op: out of the dtype's range it
@@ -360,92 +367,110 @@ _SCALAR_KEYS = (int, float, bool)
 
 
 def binary(op: str, a, b) -> Expr:
-    """The node of `a <op> b`, as apply(op, a, b) builds it. A case seen before (_cases) builds it
-    here, unrolled: every operator a user writes runs this, so it is the fields Expr.__init__
-    computes, without a loop, a key list or a second lookup, and one weak reference for the
-    reader records of both tensors (lazytensor.core.readers)."""
-    ta = type(a)
-    tb = type(b)
-    ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
-    kb = b.skey if tb is _Tensor or (tb is Expr and b.result is None) else tb
-    case = _cases.get((op, ka, kb))
-    if case is None:
-        return _first_binary(op, a, b, ka, kb)
-    if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
-        if tb is Expr or tb is _Tensor:
-            shape = a.shape
-            if b.shape != shape:
-                shape = broadcast_shapes(shape, b.shape)
-            device = a.device
-            if b.device is not device:
-                device = _device_of((device, b.device))
+    """The node of `a <op> b`, as apply(op, a, b) builds it (operator_function's, for callers that
+    name the op)."""
+    f = _operators.get(op)
+    if f is None:
+        f = _operators[op] = operator_function(op)
+    return f(a, b)
+
+
+_operators: dict = {}
+
+
+def operator_function(op: str, reflected: bool = False):
+    """The function behind one operator, `a <op> b` (reflected: called as b's `__r<op>__(b, a)`).
+    A case seen before (_cases) builds the node here, unrolled: every operator a user writes runs
+    this, so it is the fields Expr.__init__ computes, without a loop, a key list or a second lookup,
+    one weak reference for the reader records of both tensors (lazytensor.core.readers), and no
+    second call: the Operand's method IS this function (lazytensor.core.operand)."""
+    def build(a, b) -> Expr:
+        if reflected:
+            a, b = b, a
+        ta = type(a)
+        tb = type(b)
+        ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
+        kb = b.skey if tb is _Tensor or (tb is Expr and b.result is None) else tb
+        case = _cases.get((op, ka, kb))
+        if case is None:
+            return _first_binary(op, a, b, ka, kb)
+        if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
+            if tb is Expr or tb is _Tensor:
+                shape = a.shape
+                if b.shape != shape:
+                    shape = broadcast_shapes(shape, b.shape)
+                device = a.device
+                if b.device is not device:
+                    device = _device_of((device, b.device))
+            else:
+                shape = a.shape
+                device = a.device
         else:
-            shape = a.shape
-            device = a.device
-    else:
-        shape = b.shape
-        device = b.device
-    node = _new(Expr)
-    node.op = op
-    node.skey, node.dtype, la, lb, consts = case
-    node.heavy = False
-    node.attrs = None
-    node.uses = 0
-    node.last_plan = None
-    node.result = None
-    node.origin = None
-    epoch = RESULTS[0]
-    shared = False
-    me = None
-    if ta is Expr:
-        epoch = a.epoch
-        uses = a.uses = a.uses + 1
-        shared = uses > 1 or a.shared
-        leaves = a.leaves
-        scalars = a.scalars
-    elif ta is _Tensor:
-        leaves = (a,)
-        scalars = ()
-        me = _ref(node)
-        m = a.memory
-        if m is None:
-            m = memory_of(a)
-        m.append(me)
-        if len(m) > m.limit:
-            m.sweep()
-    else:
-        a = consts.get(a) or constant(a, la, consts)
-        leaves = ()
-        scalars = a.scalars
-    if tb is Expr:
-        if b.epoch < epoch:
-            epoch = b.epoch
-        uses = b.uses = b.uses + 1
-        if uses > 1 or b.shared:
-            shared = True
-        leaves = leaves + b.leaves if leaves else b.leaves
-        scalars += b.scalars
-    elif tb is _Tensor:
-        leaves += (b,)
-        if me is None:
+            shape = b.shape
+            device = b.device
+        node = _new(Expr)
+        node.op = op
+        node.skey, node.dtype, la, lb, consts = case
+        node.heavy = False
+        node.attrs = None
+        node.uses = 0
+        node.last_plan = None
+        node.result = None
+        node.origin = None
+        epoch = RESULTS[0]
+        shared = False
+        me = None
+        if ta is Expr:
+            epoch = a.epoch
+            uses = a.uses = a.uses + 1
+            shared = uses > 1 or a.shared
+            leaves = a.leaves
+            scalars = a.scalars
+        elif ta is _Tensor:
+            leaves = (a,)
+            scalars = ()
             me = _ref(node)
-        m = b.memory
-        if m is None:
-            m = memory_of(b)
-        m.append(me)
-        if len(m) > m.limit:
-            m.sweep()
-    else:
-        b = consts.get(b) or constant(b, lb, consts)
-        scalars += b.scalars
-    node.shape = shape
-    node.device = device
-    node.args = (a, b)
-    node.leaves = leaves
-    node.scalars = scalars
-    node.epoch = epoch
-    node.shared = shared
-    return node
+            m = a.memory
+            if m is None:
+                m = memory_of(a)
+            m.append(me)
+            if len(m) > m.limit:
+                m.sweep()
+        else:
+            a = consts.get(a) or constant(a, la, consts)
+            leaves = ()
+            scalars = a.scalars
+        if tb is Expr:
+            if b.epoch < epoch:
+                epoch = b.epoch
+            uses = b.uses = b.uses + 1
+            if uses > 1 or b.shared:
+                shared = True
+            leaves = leaves + b.leaves if leaves else b.leaves
+            scalars += b.scalars
+        elif tb is _Tensor:
+            leaves += (b,)
+            if me is None:
+                me = _ref(node)
+            m = b.memory
+            if m is None:
+                m = memory_of(b)
+            m.append(me)
+            if len(m) > m.limit:
+                m.sweep()
+        else:
+            b = consts.get(b) or constant(b, lb, consts)
+            scalars += b.scalars
+        node.shape = shape
+        node.device = device
+        node.args = (a, b)
+        node.leaves = leaves
+        node.scalars = scalars
+        node.epoch = epoch
+        node.shared = shared
+        return node
+    build.__name__ = build.__qualname__ = op
+    return build
 
 
 def _first_binary(op, a, b, ka, kb) -> Expr:

@@ -22,12 +22,14 @@ from lazytensor.plan.lower import tree_program
 
 
 def flat_of(t) -> tuple:
-    """(id of the owner of t's allocation, whether t's array is C-contiguous) of a Tensor, read once
-    and kept on it: a Tensor never changes the memory it views."""
+    """(id of the owner of t's allocation, whether t's array is C-contiguous and aligned) of a Tensor,
+    read once and kept on it: a Tensor never changes the memory it views. (The CPU backend calls a
+    kernel's compiled entry for aligned C-contiguous arrays without numba's type checks.)"""
     flat = t.flat
     if flat is None:
         a = t.data
-        flat = t.flat = (id(owner(a)), bool(a.flags.c_contiguous))
+        flags = a.flags
+        flat = t.flat = (id(owner(a)), bool(flags.c_contiguous and getattr(flags, "aligned", True)))  # (CuPy: no such flag)
     return flat
 
 
@@ -86,7 +88,7 @@ def flat_operands(node, dest):
             return "a tensor is broadcast"
         t_own, contiguous = t.flat or flat_of(t)
         if not contiguous:
-            return "a tensor is not C-contiguous"
+            return "a tensor is not C-contiguous (or not aligned)"
         a = t.data
         if t_own == own and a is not data:
             return "a tensor shares memory with the destination"
