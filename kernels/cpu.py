@@ -379,7 +379,7 @@ class _ReadyReduction:
     spec it was made for: its id in the key is never reused while the entry lives; and the kernel
     cache it came from: a backend given a new cache (tests do) starts without them."""
     __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten",
-                 "f16", "entries")
+                 "f16", "entries", "tail", "part")
 
     def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
         module = kernel.module
@@ -391,9 +391,9 @@ class _ReadyReduction:
         self.dims = flat_spec.in_shape
         self.count = float(flat_spec.count)
         self.main = module.reduce_main_seq if small else module.reduce_main
-        # the serial kernels' compiled entries (numba_entry), found by the first launch: its
-        # operands' types are those of every later one (contiguous, aligned, of the spec's dtypes
-        # and rank; the scalars Const values)
+        # (the serial kernels' compiled entries (numba_entry)..., the rank of `out`), found by the
+        # first launch: its operands' types are those of every later one (contiguous, aligned, of
+        # the spec's dtypes and rank; the scalars Const values), and out's dtype is the spec's
         self.entries = None if small else False
         self.rows = rows
         if rows:
@@ -405,6 +405,10 @@ class _ReadyReduction:
             self.nchunks = _chunks(shape[flat_spec.axes[0]], small)
             nk = math.prod(flat_spec.out_shape)     # (meanvar's out is (2,) + out_shape)
             self.parts = tuple(((self.nchunks, nk), dt) for dt in state_dtypes)
+        # the arguments after the operands and scalars: the dims and the count (a float)
+        self.tail = (*self.dims, self.count)
+        # the one partial-state array of most kinds (sum, max, ...), as np.empty's arguments
+        self.part = self.parts[0] if not rows and len(self.parts) == 1 else None
 
     def run(self, out, inputs, scalars) -> bool:
         """Launch into `out`; False (nothing done) when an operand or `out` is not laid out as
@@ -424,36 +428,38 @@ class _ReadyReduction:
 
     def launch(self, out, inputs, scalars) -> None:
         """Launch into `out`, which the caller knows to be laid out as run() checks."""
-        n = (self.count,)
-        dims = self.dims
+        tail = self.tail
         if self.flatten:
-            inputs = [a.reshape(dims) for a in inputs]
+            inputs = [a.reshape(self.dims) for a in inputs]
         if self.f16:
             inputs = [_kernel_arg(a) for a in inputs]
             out = _kernel_arg(out)
         entries = self.entries
+        if entries and out.ndim != entries[-1]:
+            entries = False         # (an `out` of another rank than the first launch's: the dispatcher)
         if self.rows:
             if entries:
-                entries[0][0](out, *inputs, *scalars, *dims, *n)
+                entries[0][0](out, *inputs, *scalars, *tail)
                 return
-            args = (out, *inputs, *scalars, *dims, *n)
+            args = (out, *inputs, *scalars, *tail)
             self.main(*args)
             if entries is None:
                 main = compiled_entry(self.main, args)
-                self.entries = (main,) if main else False
+                self.entries = (main, out.ndim) if main else False
         else:
-            parts = [np.empty(s, dt) for s, dt in self.parts]
+            part = self.part
+            parts = (np.empty(*part),) if part is not None else [np.empty(s, dt) for s, dt in self.parts]
             if entries:
-                entries[0][0](*parts, self.nchunks, *inputs, *scalars, *dims, *n)
-                entries[1][0](out, *parts, self.nchunks, *n)
+                entries[0][0](*parts, self.nchunks, *inputs, *scalars, *tail)
+                entries[1][0](out, *parts, self.nchunks, self.count)
                 return
-            main_args = (*parts, self.nchunks, *inputs, *scalars, *dims, *n)
-            finish_args = (out, *parts, self.nchunks, *n)
+            main_args = (*parts, self.nchunks, *inputs, *scalars, *tail)
+            finish_args = (out, *parts, self.nchunks, self.count)
             self.main(*main_args)
             self.finish(*finish_args)
             if entries is None:
                 main, finish = compiled_entry(self.main, main_args), compiled_entry(self.finish, finish_args)
-                self.entries = (main, finish) if main and finish else False
+                self.entries = (main, finish, out.ndim) if main and finish else False
 
 
 def _chunks(extent: int, small: bool) -> int:

@@ -95,3 +95,15 @@ def test_full_reductions_through_the_kept_launch(dtype):
         assert float(x.sum()) == float(np.sum(x0, dtype=np.float64 if dtype in (np.float32, np.float64) else None))
         assert x.max().item() == x0.max()
         assert bool(x.any()) == bool(x0.any())
+
+
+def test_one_reduction_into_destinations_of_other_dtypes_and_ranks_in_turns():
+    x0 = (np.arange(300) % 7).astype(np.float32) * np.float32(0.1)
+    x = lt.asarray(x0)
+    want = np.float32(np.sum(x0, dtype=np.float64))
+    ys = [lt.empty((), np.float32), lt.empty((), np.float64), lt.empty((1,), np.float32), lt.empty((1, 1), np.float64)]
+    for _ in range(3):
+        for y in ys:
+            y[...] = x.sum()
+            assert y.numpy().reshape(()) == np.asarray(want, y.dtype)
+        assert float(x.sum()) == float(want)

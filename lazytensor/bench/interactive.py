@@ -193,3 +193,26 @@ def run_interactive_bench(print_fn=print) -> Table:
     for name, (t_lt, t_np) in first.items():
         print_fn(f"  | {name} | {t_lt * 1e3:.2f} ms | {t_np * 1e3:.3f} ms | {t_lt / t_np:.1f}x |")
     return table
+
+
+def run_interactive_cuda_bench(print_fn=print, rounds: int = 3) -> dict:
+    """`bench --device cuda --suite interactive`: the host's side of a small call on CUDA. The 5-op
+    expression on 1024 float32 elements, built per call and assigned (target: no slower than
+    cupy.fuse in the same run), with its peers: built once, the bare launch of the same kernel,
+    CuPy eager, cupy.fuse (bench/cuda.py's dispatch case, without torch.compile). Host us per call,
+    the least of `rounds` rounds of 3000 calls each, the rounds run in turns."""
+    import cupy as cp
+    from lazytensor.bench.cuda import _dispatch_case
+    best: dict = {}
+    for _ in range(rounds):
+        row = _dispatch_case(cp, lt, None, [])
+        case = row.pop("case")
+        for k, v in row.items():
+            best[k] = min(best.get(k, v), v)
+    print_fn(f"{case}, the least of {rounds} rounds:")
+    for k, v in best.items():
+        print_fn(f"  {k}: {v:.2f} us")
+    ok = best["lazytensor"] <= best["cupy.fuse"]
+    print_fn(f"  target (issue 16): built per call no slower than cupy.fuse: {best['lazytensor']:.2f} us "
+             f"against {best['cupy.fuse']:.2f} us ({_verdict(ok)})")
+    return best

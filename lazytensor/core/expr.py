@@ -546,6 +546,34 @@ def _single(op, x, sid, dtype) -> Expr:
     return node
 
 
+def heavy_over_tensor(op, x, shape, dtype, attrs) -> Expr:
+    """Expr(op, (x,), shape, dtype, x.device, heavy=True, attrs=attrs) for a Tensor x, unrolled as
+    _single is: `x.sum()` on small arrays (lazytensor.ops.reductions)."""
+    node = _new(Expr)
+    node.op = op
+    node.args = (x,)
+    node.shape = shape
+    node.dtype = dtype
+    node.device = x.device
+    node.heavy = True
+    node.attrs = attrs
+    node.uses = 0
+    node.last_plan = None
+    node.result = None
+    node.origin = None
+    node.skey = None
+    node.shared = True
+    node.leaves = node.scalars = ()
+    node.epoch = RESULTS[0]
+    m = x.memory
+    if m is None:
+        m = memory_of(x)
+    m.append(_ref(node))
+    if len(m) > m.limit:
+        m.sweep()
+    return node
+
+
 def _numpy_operand(x):
     """A NumPy array in an expression: a 0-d one is a (strong) NumPy scalar, as NumPy treats it,
     and so works with tensors on any device; others become CPU tensors."""

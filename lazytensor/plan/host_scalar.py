@@ -11,9 +11,16 @@ to x evaluates it first if it is still alive, and asking for its value again com
 """
 from __future__ import annotations
 
+import numpy as np
+
 from lazytensor.core.tensor import Tensor
 from lazytensor.plan.direct import flat_of
 from lazytensor.plan.lower import tree_program
+
+# (id of a reduction's spec, structure id of its tensor) -> (that spec, the program of a load of the
+# tensor, its backend): what a repeated `float(x.sum())` looks up once. The entry holds the spec, so
+# its id is not reused while the entry lives (reduce() may drop its own table of specs).
+_known: dict = {}
 
 
 def reduced_scalar(node):
@@ -22,9 +29,16 @@ def reduced_scalar(node):
     x = node.args[0]
     if type(x) is not Tensor or x.device != "cpu" or node.shape:
         return None
-    backend = x.backend
-    out = backend.empty((), node.dtype)
+    spec = node.attrs
+    key = (id(spec), x.skey)
+    known = _known.get(key)
+    if known is None or known[0] is not spec:
+        if len(_known) > 4096:
+            _known.clear()
+        known = _known[key] = (spec, tree_program(x, x.dtype), x.backend)
+    _, program, backend = known
+    out = np.empty((), node.dtype)
     # (the node's spec was made for x's shape: x is its operand as it is, not a raveled view)
     run = backend.run_flat_reduction if (x.flat or flat_of(x))[1] else backend.run_reduction
-    run(tree_program(x, x.dtype), node.attrs, out, [x.data], ())
+    run(program, spec, out, [x.data], ())
     return out.item()
