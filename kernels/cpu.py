@@ -208,8 +208,8 @@ class CpuBackend:
                     # Kept where no call of this program and rank that is small can stream (the
                     # entry path skips _may_stream) and for the types this call passed, which the
                     # direct path's later calls pass too (numba_entry).
-                    never_streams = (kernel.n_inputs is None or PARALLEL_MIN_ELEMENTS * 16 * (len(inputs) + 1 - kernel.n_inputs)
-                                     < stream_stores.MIN_BYTES)
+                    outputs = 1 if kernel.n_inputs is None else len(inputs) + 1 - kernel.n_inputs
+                    never_streams = kernel.n_inputs is None or PARALLEL_MIN_ELEMENTS * 16 * outputs < stream_stores.MIN_BYTES
                     flat[2][key] = never_streams and compiled_entry(fn, args)
                 return
         self.run_elementwise(program, out, list(inputs), list(scalars))

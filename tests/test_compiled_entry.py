@@ -28,7 +28,8 @@ SCALARS = {
     np.int64: st.sampled_from([True, False, 5, -2**40, 2**62]),
     np.uint8: st.sampled_from([True, False, 7, 255]),
     np.uint64: st.sampled_from([True, False, 9, 2**63 + 5]),
-    np.float32: st.one_of(st.booleans(), st.integers(-2**20, 2**20), st.floats(-1e30, 1e30).map(lambda v: float(np.float32(v)))),
+    np.float32: st.one_of(st.booleans(), st.integers(-2**20, 2**20),
+                          st.floats(-1e30, 1e30).map(lambda v: float(np.float32(v)))),
     np.float64: st.one_of(st.booleans(), st.integers(-2**60, 2**60), st.floats(allow_nan=True, allow_infinity=True)),
 }
 OPS = {"add": lambda x, s: x + s, "multiply": lambda x, s: x * s, "subtract": lambda x, s: s - x}

@@ -355,14 +355,16 @@ def apply(op: str, *operands) -> Expr:
     return Expr(op, tuple(args), shape, out, device, heavy)
 
 
-# The nodes operators build, by case: (op, key of a, key of b) -> (structure id, dtype, loop dtype of
-# a, of b, the case's interned Consts), and (op, key of x) -> (structure id, dtype) for one operand.
+# The nodes operators build, by case: (key of a, key of b) -> (structure id, dtype, loop dtype of a,
+# of b, the case's interned Consts) in the table of each binary op (_binary_cases), and
+# structure id of x -> (structure id, dtype) in the table of each unary op (_unary_cases).
 # An operand's key is its structure id, which fixes its dtype (every structure key holds one), or a
 # Python scalar's type: so ONE lookup stands for the type rule, the test that no astype is needed,
 # and the new node's structure id, all of which the general path (apply) worked out the first time.
 # Only cases whose outcome never depends on a scalar's value are kept: no rewrite (x ** 2), no
 # Python int in an integer loop (NumPy's overflow check), at least one operand a node, none heavy.
-_cases: dict = {}
+_binary_cases: dict = {}        # op -> {(key of a, key of b): case}, one table per operator
+_unary_cases: dict = {}         # op -> {structure id of x: case}
 _SCALAR_KEYS = (int, float, bool)
 
 
@@ -380,10 +382,12 @@ _operators: dict = {}
 
 def operator_function(op: str, reflected: bool = False):
     """The function behind one operator, `a <op> b` (reflected: called as b's `__r<op>__(b, a)`).
-    A case seen before (_cases) builds the node here, unrolled: every operator a user writes runs
+    A case seen before (_binary_cases) builds the node here, unrolled: every operator a user writes runs
     this, so it is the fields Expr.__init__ computes, without a loop, a key list or a second lookup,
     one weak reference for the reader records of both tensors (lazytensor.core.readers), and no
     second call: the Operand's method IS this function (lazytensor.core.operand)."""
+    cases = _binary_cases.setdefault(op, {})
+
     def build(a, b) -> Expr:
         if reflected:
             a, b = b, a
@@ -391,7 +395,7 @@ def operator_function(op: str, reflected: bool = False):
         tb = type(b)
         ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
         kb = b.skey if tb is _Tensor or (tb is Expr and b.result is None) else tb
-        case = _cases.get((op, ka, kb))
+        case = cases.get((ka, kb))
         if case is None:
             return _first_binary(op, a, b, ka, kb)
         if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
@@ -417,7 +421,6 @@ def operator_function(op: str, reflected: bool = False):
         node.last_plan = None
         node.result = None
         node.origin = None
-        epoch = RESULTS[0]
         shared = False
         me = None
         if ta is Expr:
@@ -427,6 +430,7 @@ def operator_function(op: str, reflected: bool = False):
             leaves = a.leaves
             scalars = a.scalars
         elif ta is _Tensor:
+            epoch = RESULTS[0]
             leaves = (a,)
             scalars = ()
             me = _ref(node)
@@ -437,6 +441,7 @@ def operator_function(op: str, reflected: bool = False):
             if len(m) > m.limit:
                 m.sweep()
         else:
+            epoch = RESULTS[0]
             a = consts.get(a) or constant(a, la, consts)
             leaves = ()
             scalars = a.scalars
@@ -482,29 +487,45 @@ def _first_binary(op, a, b, ka, kb) -> Expr:
         x, y = node.args
         if ((x is a or (type(x) is Const and not (ka is int and x.dtype.kind in "iu")))
                 and (y is b or (type(y) is Const and not (kb is int and y.dtype.kind in "iu")))):
-            _keep_case((op, ka, kb), (node.skey, node.dtype, x.dtype, y.dtype, {}))
+            cases = _binary_cases[op]
+            if len(cases) > 4096:       # a program that builds ever new structures: start again
+                cases.clear()
+            cases[(ka, kb)] = (node.skey, node.dtype, x.dtype, y.dtype, {})
     return node
 
 
 def unary(op: str, x) -> Expr:
-    """The node of `op(x)`, as apply(op, x) builds it; the cases seen before in one lookup."""
-    t = type(x)
-    if t is _Tensor or (t is Expr and x.result is None):
-        case = _cases.get((op, x.skey))
-        if case is not None:
-            return _single(op, x, case[0], case[1])
-        node = apply(op, x)
-        if (op not in REWRITES and type(node) is Expr and not node.heavy and node.op == op
-                and node.args[0] is x and type(x.skey) is int):
-            _keep_case((op, x.skey), (node.skey, node.dtype))
-        return node
-    return apply(op, x)
+    """The node of `op(x)`, as apply(op, x) builds it (unary_function's, for callers that name the op)."""
+    f = _unary_functions.get(op)
+    if f is None:
+        f = _unary_functions[op] = unary_function(op)
+    return f(x)
 
 
-def _keep_case(key, case) -> None:
-    if len(_cases) > 4096:          # a program that builds ever new structures: start again
-        _cases.clear()
-    _cases[key] = case
+_unary_functions: dict = {}
+
+
+def unary_function(op: str):
+    """The function `op(x)` (lt.exp, lt.relu, ...): the node as apply(op, x) builds it; a case seen
+    before (structure id of x -> the node's structure id and dtype) in one lookup of its own table."""
+    cases = _unary_cases.setdefault(op, {})
+
+    def build(x) -> Expr:
+        t = type(x)
+        if t is _Tensor or (t is Expr and x.result is None):
+            case = cases.get(x.skey)
+            if case is not None:
+                return _single(op, x, case[0], case[1])
+            node = apply(op, x)
+            if (op not in REWRITES and type(node) is Expr and not node.heavy and node.op == op
+                    and node.args[0] is x and type(x.skey) is int):
+                if len(cases) > 4096:       # a program that builds ever new structures: start again
+                    cases.clear()
+                cases[x.skey] = (node.skey, node.dtype)
+            return node
+        return apply(op, x)
+    build.__name__ = build.__qualname__ = op
+    return build
 
 
 _new = object.__new__

@@ -30,7 +30,8 @@ def flat_of(t) -> tuple:
     if flat is None:
         a = t.data
         flags = a.flags
-        flat = t.flat = (id(owner(a)), bool(flags.c_contiguous and getattr(flags, "aligned", True)))  # (CuPy: no such flag)
+        aligned = getattr(flags, "aligned", True)          # (CuPy's flags have no such field)
+        flat = t.flat = (id(owner(a)), bool(flags.c_contiguous and aligned))
     return flat
 
 

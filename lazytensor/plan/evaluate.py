@@ -121,7 +121,8 @@ def check_writable(dest: Tensor) -> None:
 
 
 def _write(dest: Tensor, node, what: str) -> None:
-    check_writable(dest)
+    if not getattr(dest.data.flags, "writeable", True):
+        check_writable(dest)            # (raises: inline, the test is one attribute on every write)
     if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
         _check(node, dest, what)
     if type(node) is Expr and not node.heavy:
