@@ -340,6 +340,15 @@ class CpuBackend:
         else:
             self.run_reduction(program, spec, out, inputs, scalars)
 
+    def flat_reduction_value(self, program, spec, inputs, scalars):
+        """The value of a full reduction over operands as run_flat_reduction takes them, as a Python
+        scalar, from a kept launch's one-call value function; None where there is none (yet): the
+        caller then runs run_flat_reduction into a 0-d array."""
+        ready = self._ready_reductions.get((program, id(spec)))
+        if ready is None or ready.spec is not spec or ready.cache is not self.kernels or launch_log.listeners:
+            return None
+        return ready.value(inputs, scalars, self.compiler)
+
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)
         kernel = self.reduction_kernel(program, spec, layout)
@@ -379,7 +388,7 @@ class _ReadyReduction:
     spec it was made for: its id in the key is never reused while the entry lives; and the kernel
     cache it came from: a backend given a new cache (tests do) starts without them."""
     __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten",
-                 "f16", "entries", "tail", "part")
+                 "f16", "entries", "tail", "part", "value_fn", "value_entry", "name")
 
     def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
         module = kernel.module
@@ -409,6 +418,11 @@ class _ReadyReduction:
         self.tail = (*self.dims, self.count)
         # the one partial-state array of most kinds (sum, max, ...), as np.empty's arguments
         self.part = self.parts[0] if not rows and len(self.parts) == 1 else None
+        # a full reduction's value in one call (render_numba_reduce's reduce_value_seq), and its
+        # compiled entry once found (False: none)
+        self.name = kernel.name
+        self.value_fn = getattr(module, "reduce_value_seq", None) if small and not rows and not self.f16 else None
+        self.value_entry = None if self.value_fn is not None else False
 
     def run(self, out, inputs, scalars) -> bool:
         """Launch into `out`; False (nothing done) when an operand or `out` is not laid out as
@@ -460,6 +474,28 @@ class _ReadyReduction:
             if entries is None:
                 main, finish = compiled_entry(self.main, main_args), compiled_entry(self.finish, finish_args)
                 self.entries = (main, finish, out.ndim) if main and finish else False
+
+
+    def value(self, inputs, scalars, compiler):
+        """What launch() would write into a 0-d `out` of the spec's dtype, as a Python scalar (the
+        same kernels, called by reduce_value_seq in one call); None where the module has no such
+        function, or it is not compiled yet: then it compiles in the background (unless the
+        compiler is waited for) and the caller launches."""
+        entry = self.value_entry
+        if entry is False:
+            return None
+        if self.flatten:
+            inputs = [a.reshape(self.dims) for a in inputs]
+        if entry:
+            return entry[0](*inputs, *scalars, *self.tail)
+        fn = self.value_fn
+        args = (*inputs, *scalars, *self.tail)
+        if not fn.overloads and not wait_for_compiler():
+            compiler.submit((self.name, "reduce_value_seq"), lambda: fn(*args))
+            return None
+        value = fn(*args)
+        self.value_entry = compiled_entry(fn, args)
+        return value
 
 
 def _chunks(extent: int, small: bool) -> int:
