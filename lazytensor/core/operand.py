@@ -86,7 +86,7 @@ class Operand:
         return a.astype(dtype)
 
     def item(self):
-        if self.size != 1:
+        if self.shape and self.size != 1:      # (a 0-d operand, as a full reduction: no size to count)
             raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
         return upward.evaluation.item(self)
 
