@@ -31,8 +31,8 @@ class Operand:
     def __matmul__(self, o): return upward.matmul.matmul(self, o)
     def __rmatmul__(self, o): return upward.matmul.rmatmul(self, o)
 
-    # (the binary operators and comparisons, elementwise and lazy like NumPy arrays', are set
-    # below: _BINARY_METHODS; a comparison defines __eq__, so the hash is the object's own)
+    # (the binary operators and the comparisons, elementwise and lazy like NumPy's, are set below:
+    # _BINARY_METHODS; __eq__ is one of them, so the hash is stated here: the object's own)
     __hash__ = object.__hash__
 
     # -- conversions ---------------------------------------------------------------------------
