@@ -9,8 +9,8 @@
                                  render + compile (cached) + launch one fused kernel writing `out`
                                  (and, for a program with a ReLU mask, the packed bits into `mask`)
     run_flat(program, out, inputs, scalars)
-                                 run_elementwise for operands known to be C-contiguous with out's
-                                 shape (no mask): the caller has checked the layout. Backends whose
+                                 run_elementwise for operands known to be C-contiguous and aligned
+                                 with out's shape (no mask): the caller has checked the layout. Backends whose
                                  bind_elementwise is None (the CPU); one that binds (CUDA) runs a
                                  step instead (lazytensor.plan.direct)
     explain_elementwise(program, out, inputs)
@@ -18,6 +18,10 @@
     run_reduction(program, spec, out, inputs, scalars)
                                  one fused reduction (kernels.program.Reduction) of the program's values
     explain_reduction(program, spec, out, inputs)
+    run_flat_reduction, flat_reduction_value
+                                 (the CPU) a full reduction of operands known to be flat: into a 0-d
+                                 `out`, or its value returned (None where it has none yet)
+                                 (lazytensor.plan.host_scalar)
     synchronize()
     free_cached_memory()         (optional) give memory the backend keeps free back to the device
 

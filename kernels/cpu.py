@@ -19,6 +19,7 @@ import numpy as np
 from . import launch_log
 from .background_compile import BackgroundCompiler, wait_for_compiler
 from .cache import KernelCache, cache_folder, report_damaged, write_atomically
+from .numba_entry import compiled_entry
 from .interpret import run_program, run_reduction as interpret_reduction
 from .program import ElementwiseProgram, Layout, Reduction, layout_of
 from .render_numba import render_numba
@@ -105,7 +106,9 @@ class CpuBackend:
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
         # checks the layout and calls the kernel, without the key hashing and choices of the first.
         self._ready_reductions: dict = {}
-        self._flat_kernels = [self.kernels, {}]     # [the cache it mirrors, {(program, rank): kernel}]
+        # [the cache it mirrors, {(program, rank): kernel}, {(program, rank): the serial kernel's
+        # compiled entry (numba_entry), or False where it has none}]
+        self._flat_kernels = [self.kernels, {}, {}]
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -155,7 +158,7 @@ class CpuBackend:
             # a Layout (a dataclass's hash, in Python). Kept per kernel cache, as _ready_reductions.
             flat = self._flat_kernels
             if flat[0] is not self.kernels:
-                flat = self._flat_kernels = [self.kernels, {}]
+                flat = self._flat_kernels = [self.kernels, {}, {}]
             kernel = flat[1].get((program, layout.ndim))
             if kernel is None:
                 kernel = self.kernels.get((program, layout))
@@ -180,16 +183,34 @@ class CpuBackend:
         self._first_or_logged_call(kernel, fn, args, out.size)
 
     def run_flat(self, program, out, inputs, scalars):
-        """run_elementwise for operands the caller knows to be C-contiguous with out's shape (flat
-        layout; lazytensor.plan.direct): the compiled kernel is called without the layout tests. A
-        kernel not compiled yet, float16 operands or a profile take run_elementwise."""
+        """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
+        shape (flat layout; lazytensor.plan.direct), and scalars that are Const values: the compiled
+        kernel is called without the layout tests, and on small arrays through its compiled entry
+        (numba_entry). A kernel not compiled yet, float16 operands or a profile take run_elementwise."""
         flat = self._flat_kernels
-        kernel = flat[1].get((program, out.ndim)) if flat[0] is self.kernels else None
+        kernel = entry = None
+        if flat[0] is self.kernels:
+            key = (program, out.ndim)
+            small = out.size < PARALLEL_MIN_ELEMENTS
+            if small:
+                entry = flat[2].get(key)
+                if entry and not launch_log.listeners:
+                    entry[0](out, *inputs, *scalars)    # the serial kernel, without numba's dispatcher
+                    return
+            kernel = flat[1].get(key)
         if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):
             module = kernel.module
-            fn = module.kernel_par if out.size >= PARALLEL_MIN_ELEMENTS else module.kernel_seq
+            fn = module.kernel_seq if small else module.kernel_par
             if fn.overloads:
-                fn(out, *inputs, *scalars)
+                args = (out, *inputs, *scalars)
+                fn(*args)
+                if small and entry is None:
+                    # Kept where no call of this program and rank that is small can stream (the
+                    # entry path skips _may_stream) and for the types this call passed, which the
+                    # direct path's later calls pass too (numba_entry).
+                    outputs = 1 if kernel.n_inputs is None else len(inputs) + 1 - kernel.n_inputs
+                    never_streams = kernel.n_inputs is None or PARALLEL_MIN_ELEMENTS * 16 * outputs < stream_stores.MIN_BYTES
+                    flat[2][key] = never_streams and compiled_entry(fn, args)
                 return
         self.run_elementwise(program, out, list(inputs), list(scalars))
 
@@ -319,6 +340,18 @@ class CpuBackend:
         else:
             self.run_reduction(program, spec, out, inputs, scalars)
 
+    def flat_reduction_value(self, program, spec, inputs, scalars):
+        """The value of a full reduction over operands as run_flat_reduction takes them, as a Python
+        scalar, from a kept launch's one-call value function; None where there is none (yet): the
+        caller then runs run_flat_reduction into a 0-d array."""
+        ready = self._ready_reductions.get((program, id(spec)))
+        if ready is None or ready.spec is not spec or ready.cache is not self.kernels or launch_log.listeners:
+            return None
+        entry = ready.value_entry
+        if entry and not ready.flatten:
+            return entry[0](*inputs, *scalars, *ready.tail)     # (ready.value's common case, inline)
+        return ready.value(inputs, scalars, self.compiler)
+
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)
         kernel = self.reduction_kernel(program, spec, layout)
@@ -358,7 +391,7 @@ class _ReadyReduction:
     spec it was made for: its id in the key is never reused while the entry lives; and the kernel
     cache it came from: a backend given a new cache (tests do) starts without them."""
     __slots__ = ("cache", "spec", "shape", "dims", "count", "main", "finish", "rows", "nchunks", "parts", "flatten",
-                 "f16")
+                 "f16", "entries", "tail", "part", "value_fn", "value_entry", "name")
 
     def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
         module = kernel.module
@@ -370,6 +403,10 @@ class _ReadyReduction:
         self.dims = flat_spec.in_shape
         self.count = float(flat_spec.count)
         self.main = module.reduce_main_seq if small else module.reduce_main
+        # (the serial kernels' compiled entries (numba_entry)..., the rank of `out`), found by the
+        # first launch: its operands' types are those of every later one (contiguous, aligned, of
+        # the spec's dtypes and rank; the scalars Const values), and out's dtype is the spec's
+        self.entries = None if small else False
         self.rows = rows
         if rows:
             self.finish = None
@@ -380,34 +417,88 @@ class _ReadyReduction:
             self.nchunks = _chunks(shape[flat_spec.axes[0]], small)
             nk = math.prod(flat_spec.out_shape)     # (meanvar's out is (2,) + out_shape)
             self.parts = tuple(((self.nchunks, nk), dt) for dt in state_dtypes)
+        # the arguments after the operands and scalars: the dims and the count (a float)
+        self.tail = (*self.dims, self.count)
+        # the one partial-state array of most kinds (sum, max, ...), as np.empty's arguments
+        self.part = self.parts[0] if not rows and len(self.parts) == 1 else None
+        # a full reduction's value in one call (render_numba_reduce's reduce_value_seq), and its
+        # compiled entry once found (False: none)
+        self.name = kernel.name
+        self.value_fn = getattr(module, "reduce_value_seq", None) if small and not rows and not self.f16 else None
+        self.value_entry = None if self.value_fn is not None else False
 
     def run(self, out, inputs, scalars) -> bool:
         """Launch into `out`; False (nothing done) when an operand or `out` is not laid out as
         the entry assumes: the caller then takes the general path."""
         shape = self.shape
-        if not out.flags.c_contiguous:
+        flags = out.flags
+        if not (flags.c_contiguous and flags.aligned):
             return False
         for a in inputs:
-            if a.shape != shape or not a.flags.c_contiguous:
+            if a.shape != shape:
+                return False
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned):
                 return False
         self.launch(out, inputs, scalars)
         return True
 
     def launch(self, out, inputs, scalars) -> None:
         """Launch into `out`, which the caller knows to be laid out as run() checks."""
-        n = (self.count,)
-        dims = self.dims
+        tail = self.tail
         if self.flatten:
-            inputs = [a.reshape(dims) for a in inputs]
+            inputs = [a.reshape(self.dims) for a in inputs]
         if self.f16:
             inputs = [_kernel_arg(a) for a in inputs]
             out = _kernel_arg(out)
+        entries = self.entries
+        if entries and out.ndim != entries[-1]:
+            entries = False         # (an `out` of another rank than the first launch's: the dispatcher)
         if self.rows:
-            self.main(out, *inputs, *scalars, *dims, *n)
+            if entries:
+                entries[0][0](out, *inputs, *scalars, *tail)
+                return
+            args = (out, *inputs, *scalars, *tail)
+            self.main(*args)
+            if entries is None:
+                main = compiled_entry(self.main, args)
+                self.entries = (main, out.ndim) if main else False
         else:
-            parts = [np.empty(s, dt) for s, dt in self.parts]
-            self.main(*parts, self.nchunks, *inputs, *scalars, *dims, *n)
-            self.finish(out, *parts, self.nchunks, *n)
+            part = self.part
+            parts = (np.empty(*part),) if part is not None else [np.empty(s, dt) for s, dt in self.parts]
+            if entries:
+                entries[0][0](*parts, self.nchunks, *inputs, *scalars, *tail)
+                entries[1][0](out, *parts, self.nchunks, self.count)
+                return
+            main_args = (*parts, self.nchunks, *inputs, *scalars, *tail)
+            finish_args = (out, *parts, self.nchunks, self.count)
+            self.main(*main_args)
+            self.finish(*finish_args)
+            if entries is None:
+                main, finish = compiled_entry(self.main, main_args), compiled_entry(self.finish, finish_args)
+                self.entries = (main, finish, out.ndim) if main and finish else False
+
+
+    def value(self, inputs, scalars, compiler):
+        """What launch() would write into a 0-d `out` of the spec's dtype, as a Python scalar (the
+        same kernels, called by reduce_value_seq in one call); None where the module has no such
+        function, or it is not compiled yet: then it compiles in the background (unless the
+        compiler is waited for) and the caller launches."""
+        entry = self.value_entry
+        if entry is False:
+            return None
+        if self.flatten:
+            inputs = [a.reshape(self.dims) for a in inputs]
+        if entry:
+            return entry[0](*inputs, *scalars, *self.tail)
+        fn = self.value_fn
+        args = (*inputs, *scalars, *self.tail)
+        if not fn.overloads and not wait_for_compiler():
+            compiler.submit((self.name, "reduce_value_seq"), lambda: fn(*args))
+            return None
+        value = fn(*args)
+        self.value_entry = compiled_entry(fn, args)
+        return value
 
 
 def _chunks(extent: int, small: bool) -> int:

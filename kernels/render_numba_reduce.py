@@ -263,6 +263,18 @@ def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parall
     fin += ["    " + line for line in step]
     src += ["    " + line for line in fin]
     src.append("")
+    if not parallel and not kept and not acc.both and spec.out_dtype != np.float16:
+        # A full reduction's value, returned (float(x.sum()) on small arrays, lazytensor.plan.host_scalar):
+        # the same two functions, in one call, without the caller's partial-state and 0-d arrays.
+        src.append(jit)
+        src.append(f"def reduce_value_seq({params}):")
+        body = [f"p{st} = np.empty((1, 1), np.{np.dtype(ty).name})" for st, ty in zip(acc.state, state_types(spec))]
+        body += [f"reduce_main_seq({parts}, 1, {params})",
+                 f"o_ = np.empty(1, np.{np.dtype(spec.out_dtype).name})",
+                 f"reduce_finish_seq(o_, {parts}, 1, count)",
+                 "return o_[0]"]
+        src += ["    " + line for line in body]
+        src.append("")
     return "\n".join(src)
 
 

@@ -7,7 +7,10 @@ from lazytensor.cbr.progress import progress
 def run_suites(device: str, suite: str, print_fn=print) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
     for name in progress(wanted, f"bench on {device}", unit="suite"):
-        if name == "interactive":
+        if name == "interactive" and device == "cuda":     # the host's side of small calls on CUDA
+            from lazytensor.bench.interactive import run_interactive_cuda_bench
+            run_interactive_cuda_bench(print_fn)
+        elif name == "interactive":
             from lazytensor.bench.interactive import run_interactive_bench
             run_interactive_bench(print_fn)
         elif name == "autodiff":

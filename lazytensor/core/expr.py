@@ -42,10 +42,17 @@ class Const:
     leaves = ()
 
     def __init__(self, value, dtype):
-        if dtype.kind == "u" and dtype.itemsize == 8:
+        # One Python type per dtype kind, so that a program's scalar dtypes fix the types its kernel
+        # is called with (a kernel's compiled entry is kept by program: lazytensor.kernels.cpu).
+        kind = dtype.kind
+        if kind == "u" and dtype.itemsize == 8:
             value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
-        elif type(value) is int and dtype.kind in "fc":
+        elif kind == "f":
             value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
+        elif kind in "iu":
+            value = int(value)          # (True in an integer loop: 1)
+        elif kind == "b":
+            value = bool(value)
         limit = _ROUNDED_ABOVE.get(dtype)
         if limit is not None and type(value) is float and abs(value) > limit:
             # NumPy casts a weak Python float to the op's dtype at the op: out of the dtype's range it
@@ -348,104 +355,127 @@ def apply(op: str, *operands) -> Expr:
     return Expr(op, tuple(args), shape, out, device, heavy)
 
 
-# The nodes operators build, by case: (op, key of a, key of b) -> (structure id, dtype, loop dtype of
-# a, of b, the case's interned Consts), and (op, key of x) -> (structure id, dtype) for one operand.
+# The nodes operators build, by case: (key of a, key of b) -> (structure id, dtype, loop dtype of a,
+# of b, the case's interned Consts) in the table of each binary op (_binary_cases), and
+# structure id of x -> (structure id, dtype) in the table of each unary op (_unary_cases).
 # An operand's key is its structure id, which fixes its dtype (every structure key holds one), or a
 # Python scalar's type: so ONE lookup stands for the type rule, the test that no astype is needed,
 # and the new node's structure id, all of which the general path (apply) worked out the first time.
 # Only cases whose outcome never depends on a scalar's value are kept: no rewrite (x ** 2), no
 # Python int in an integer loop (NumPy's overflow check), at least one operand a node, none heavy.
-_cases: dict = {}
+_binary_cases: dict = {}        # op -> {(key of a, key of b): case}, one table per operator
+_unary_cases: dict = {}         # op -> {structure id of x: case}
 _SCALAR_KEYS = (int, float, bool)
 
 
 def binary(op: str, a, b) -> Expr:
-    """The node of `a <op> b`, as apply(op, a, b) builds it. A case seen before (_cases) builds it
-    here, unrolled: every operator a user writes runs this, so it is the fields Expr.__init__
-    computes, without a loop, a key list or a second lookup, and one weak reference for the
-    reader records of both tensors (lazytensor.core.readers)."""
-    ta = type(a)
-    tb = type(b)
-    ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
-    kb = b.skey if tb is _Tensor or (tb is Expr and b.result is None) else tb
-    case = _cases.get((op, ka, kb))
-    if case is None:
-        return _first_binary(op, a, b, ka, kb)
-    if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
-        if tb is Expr or tb is _Tensor:
-            shape = a.shape
-            if b.shape != shape:
-                shape = broadcast_shapes(shape, b.shape)
-            device = a.device
-            if b.device is not device:
-                device = _device_of((device, b.device))
+    """The node of `a <op> b`, as apply(op, a, b) builds it (operator_function's, for callers that
+    name the op)."""
+    f = _operators.get(op)
+    if f is None:
+        f = _operators[op] = operator_function(op)
+    return f(a, b)
+
+
+_operators: dict = {}
+
+
+def operator_function(op: str, reflected: bool = False):
+    """The function behind one operator, `a <op> b` (reflected: called as b's `__r<op>__(b, a)`).
+    A case seen before (_binary_cases) builds the node here, unrolled: every operator a user writes runs
+    this, so it is the fields Expr.__init__ computes, without a loop, a key list or a second lookup,
+    one weak reference for the reader records of both tensors (lazytensor.core.readers), and no
+    second call: the Operand's method IS this function (lazytensor.core.operand)."""
+    cases = _binary_cases.setdefault(op, {})
+
+    def build(a, b) -> Expr:
+        if reflected:
+            a, b = b, a
+        ta = type(a)
+        tb = type(b)
+        ka = a.skey if ta is _Tensor or (ta is Expr and a.result is None) else ta
+        kb = b.skey if tb is _Tensor or (tb is Expr and b.result is None) else tb
+        case = cases.get((ka, kb))
+        if case is None:
+            return _first_binary(op, a, b, ka, kb)
+        if ta is Expr or ta is _Tensor:             # shape and device first: they may raise
+            if tb is Expr or tb is _Tensor:
+                shape = a.shape
+                if b.shape != shape:
+                    shape = broadcast_shapes(shape, b.shape)
+                device = a.device
+                if b.device is not device:
+                    device = _device_of((device, b.device))
+            else:
+                shape = a.shape
+                device = a.device
         else:
-            shape = a.shape
-            device = a.device
-    else:
-        shape = b.shape
-        device = b.device
-    node = _new(Expr)
-    node.op = op
-    node.skey, node.dtype, la, lb, consts = case
-    node.heavy = False
-    node.attrs = None
-    node.uses = 0
-    node.last_plan = None
-    node.result = None
-    node.origin = None
-    epoch = RESULTS[0]
-    shared = False
-    me = None
-    if ta is Expr:
-        epoch = a.epoch
-        uses = a.uses = a.uses + 1
-        shared = uses > 1 or a.shared
-        leaves = a.leaves
-        scalars = a.scalars
-    elif ta is _Tensor:
-        leaves = (a,)
-        scalars = ()
-        me = _ref(node)
-        m = a.memory
-        if m is None:
-            m = memory_of(a)
-        m.append(me)
-        if len(m) > m.limit:
-            m.sweep()
-    else:
-        a = consts.get(a) or constant(a, la, consts)
-        leaves = ()
-        scalars = a.scalars
-    if tb is Expr:
-        if b.epoch < epoch:
-            epoch = b.epoch
-        uses = b.uses = b.uses + 1
-        if uses > 1 or b.shared:
-            shared = True
-        leaves = leaves + b.leaves if leaves else b.leaves
-        scalars += b.scalars
-    elif tb is _Tensor:
-        leaves += (b,)
-        if me is None:
+            shape = b.shape
+            device = b.device
+        node = _new(Expr)
+        node.op = op
+        node.skey, node.dtype, la, lb, consts = case
+        node.heavy = False
+        node.attrs = None
+        node.uses = 0
+        node.last_plan = None
+        node.result = None
+        node.origin = None
+        shared = False
+        me = None
+        if ta is Expr:
+            epoch = a.epoch
+            uses = a.uses = a.uses + 1
+            shared = uses > 1 or a.shared
+            leaves = a.leaves
+            scalars = a.scalars
+        elif ta is _Tensor:
+            epoch = RESULTS[0]
+            leaves = (a,)
+            scalars = ()
             me = _ref(node)
-        m = b.memory
-        if m is None:
-            m = memory_of(b)
-        m.append(me)
-        if len(m) > m.limit:
-            m.sweep()
-    else:
-        b = consts.get(b) or constant(b, lb, consts)
-        scalars += b.scalars
-    node.shape = shape
-    node.device = device
-    node.args = (a, b)
-    node.leaves = leaves
-    node.scalars = scalars
-    node.epoch = epoch
-    node.shared = shared
-    return node
+            m = a.memory
+            if m is None:
+                m = memory_of(a)
+            m.append(me)
+            if len(m) > m.limit:
+                m.sweep()
+        else:
+            epoch = RESULTS[0]
+            a = consts.get(a) or constant(a, la, consts)
+            leaves = ()
+            scalars = a.scalars
+        if tb is Expr:
+            if b.epoch < epoch:
+                epoch = b.epoch
+            uses = b.uses = b.uses + 1
+            if uses > 1 or b.shared:
+                shared = True
+            leaves = leaves + b.leaves if leaves else b.leaves
+            scalars += b.scalars
+        elif tb is _Tensor:
+            leaves += (b,)
+            if me is None:
+                me = _ref(node)
+            m = b.memory
+            if m is None:
+                m = memory_of(b)
+            m.append(me)
+            if len(m) > m.limit:
+                m.sweep()
+        else:
+            b = consts.get(b) or constant(b, lb, consts)
+            scalars += b.scalars
+        node.shape = shape
+        node.device = device
+        node.args = (a, b)
+        node.leaves = leaves
+        node.scalars = scalars
+        node.epoch = epoch
+        node.shared = shared
+        return node
+    build.__name__ = build.__qualname__ = op
+    return build
 
 
 def _first_binary(op, a, b, ka, kb) -> Expr:
@@ -457,29 +487,45 @@ def _first_binary(op, a, b, ka, kb) -> Expr:
         x, y = node.args
         if ((x is a or (type(x) is Const and not (ka is int and x.dtype.kind in "iu")))
                 and (y is b or (type(y) is Const and not (kb is int and y.dtype.kind in "iu")))):
-            _keep_case((op, ka, kb), (node.skey, node.dtype, x.dtype, y.dtype, {}))
+            cases = _binary_cases[op]
+            if len(cases) > 4096:       # a program that builds ever new structures: start again
+                cases.clear()
+            cases[(ka, kb)] = (node.skey, node.dtype, x.dtype, y.dtype, {})
     return node
 
 
 def unary(op: str, x) -> Expr:
-    """The node of `op(x)`, as apply(op, x) builds it; the cases seen before in one lookup."""
-    t = type(x)
-    if t is _Tensor or (t is Expr and x.result is None):
-        case = _cases.get((op, x.skey))
-        if case is not None:
-            return _single(op, x, case[0], case[1])
-        node = apply(op, x)
-        if (op not in REWRITES and type(node) is Expr and not node.heavy and node.op == op
-                and node.args[0] is x and type(x.skey) is int):
-            _keep_case((op, x.skey), (node.skey, node.dtype))
-        return node
-    return apply(op, x)
+    """The node of `op(x)`, as apply(op, x) builds it (unary_function's, for callers that name the op)."""
+    f = _unary_functions.get(op)
+    if f is None:
+        f = _unary_functions[op] = unary_function(op)
+    return f(x)
 
 
-def _keep_case(key, case) -> None:
-    if len(_cases) > 4096:          # a program that builds ever new structures: start again
-        _cases.clear()
-    _cases[key] = case
+_unary_functions: dict = {}
+
+
+def unary_function(op: str):
+    """The function `op(x)` (lt.exp, lt.relu, ...): the node as apply(op, x) builds it; a case seen
+    before (structure id of x -> the node's structure id and dtype) in one lookup of its own table."""
+    cases = _unary_cases.setdefault(op, {})
+
+    def build(x) -> Expr:
+        t = type(x)
+        if t is _Tensor or (t is Expr and x.result is None):
+            case = cases.get(x.skey)
+            if case is not None:
+                return _single(op, x, case[0], case[1])
+            node = apply(op, x)
+            if (op not in REWRITES and type(node) is Expr and not node.heavy and node.op == op
+                    and node.args[0] is x and type(x.skey) is int):
+                if len(cases) > 4096:       # a program that builds ever new structures: start again
+                    cases.clear()
+                cases[x.skey] = (node.skey, node.dtype)
+            return node
+        return apply(op, x)
+    build.__name__ = build.__qualname__ = op
+    return build
 
 
 _new = object.__new__
@@ -518,6 +564,34 @@ def _single(op, x, sid, dtype) -> Expr:
         m.append(_ref(node))
         if len(m) > m.limit:
             m.sweep()
+    return node
+
+
+def heavy_over_tensor(op, x, shape, dtype, attrs) -> Expr:
+    """Expr(op, (x,), shape, dtype, x.device, heavy=True, attrs=attrs) for a Tensor x, unrolled as
+    _single is: `x.sum()` on small arrays (lazytensor.ops.reductions)."""
+    node = _new(Expr)
+    node.op = op
+    node.args = (x,)
+    node.shape = shape
+    node.dtype = dtype
+    node.device = x.device
+    node.heavy = True
+    node.attrs = attrs
+    node.uses = 0
+    node.last_plan = None
+    node.result = None
+    node.origin = None
+    node.skey = None
+    node.shared = True
+    node.leaves = node.scalars = ()
+    node.epoch = RESULTS[0]
+    m = x.memory
+    if m is None:
+        m = memory_of(x)
+    m.append(_ref(node))
+    if len(m) > m.limit:
+        m.sweep()
     return node
 
 

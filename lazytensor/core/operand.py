@@ -19,48 +19,20 @@ class Operand:
         return upward.display.html(self)
 
     # -- arithmetic -------------------------------------------------------------------------
-    def __add__(self, o): return _expr.binary("add", self, o)
-    def __radd__(self, o): return _expr.binary("add", o, self)
-    def __sub__(self, o): return _expr.binary("subtract", self, o)
-    def __rsub__(self, o): return _expr.binary("subtract", o, self)
-    def __mul__(self, o): return _expr.binary("multiply", self, o)
-    def __rmul__(self, o): return _expr.binary("multiply", o, self)
-    def __truediv__(self, o): return _expr.binary("true_divide", self, o)
-    def __rtruediv__(self, o): return _expr.binary("true_divide", o, self)
-    def __floordiv__(self, o): return _expr.binary("floor_divide", self, o)
-    def __rfloordiv__(self, o): return _expr.binary("floor_divide", o, self)
-    def __mod__(self, o): return _expr.binary("remainder", self, o)
-    def __rmod__(self, o): return _expr.binary("remainder", o, self)
     def __pow__(self, o):
         if bool_squared(self, o):
             return _expr.apply("square", self)
         return _expr.binary("power", self, o)
 
-    def __rpow__(self, o): return _expr.binary("power", o, self)
     def __neg__(self): return _expr.unary("negative", self)
     def __pos__(self): return self
     def __abs__(self): return _expr.unary("absolute", self)
     def __invert__(self): return _expr.unary("invert", self)
-    def __and__(self, o): return _expr.binary("bitwise_and", self, o)
-    def __rand__(self, o): return _expr.binary("bitwise_and", o, self)
-    def __or__(self, o): return _expr.binary("bitwise_or", self, o)
-    def __ror__(self, o): return _expr.binary("bitwise_or", o, self)
-    def __xor__(self, o): return _expr.binary("bitwise_xor", self, o)
-    def __rxor__(self, o): return _expr.binary("bitwise_xor", o, self)
     def __matmul__(self, o): return upward.matmul.matmul(self, o)
     def __rmatmul__(self, o): return upward.matmul.rmatmul(self, o)
-    def __lshift__(self, o): return _expr.binary("left_shift", self, o)
-    def __rlshift__(self, o): return _expr.binary("left_shift", o, self)
-    def __rshift__(self, o): return _expr.binary("right_shift", self, o)
-    def __rrshift__(self, o): return _expr.binary("right_shift", o, self)
 
-    # -- comparisons (elementwise, lazy, like NumPy arrays) ------------------------------------
-    def __lt__(self, o): return _expr.binary("less", self, o)
-    def __le__(self, o): return _expr.binary("less_equal", self, o)
-    def __gt__(self, o): return _expr.binary("greater", self, o)
-    def __ge__(self, o): return _expr.binary("greater_equal", self, o)
-    def __eq__(self, o): return _expr.binary("equal", self, o)
-    def __ne__(self, o): return _expr.binary("not_equal", self, o)
+    # (the binary operators and the comparisons, elementwise and lazy like NumPy's, are set below:
+    # _BINARY_METHODS; __eq__ is one of them, so the hash is stated here: the object's own)
     __hash__ = object.__hash__
 
     # -- conversions ---------------------------------------------------------------------------
@@ -114,7 +86,7 @@ class Operand:
         return a.astype(dtype)
 
     def item(self):
-        if self.size != 1:
+        if self.shape and self.size != 1:      # (a 0-d operand, as a full reduction: no size to count)
             raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
         return upward.evaluation.item(self)
 
@@ -247,3 +219,40 @@ class Operand:
 
 # Operators resolve the node builder at call time (it imports this module).
 from lazytensor.core import expr as _expr  # noqa: E402
+
+# The binary operators: each method IS the node builder of its op (one Python call per operator
+# a user writes, not a method calling a builder), installed once the builder's module exists.
+_BINARY_METHODS = (
+    ("__add__", "add", False),
+    ("__radd__", "add", True),
+    ("__sub__", "subtract", False),
+    ("__rsub__", "subtract", True),
+    ("__mul__", "multiply", False),
+    ("__rmul__", "multiply", True),
+    ("__truediv__", "true_divide", False),
+    ("__rtruediv__", "true_divide", True),
+    ("__floordiv__", "floor_divide", False),
+    ("__rfloordiv__", "floor_divide", True),
+    ("__mod__", "remainder", False),
+    ("__rmod__", "remainder", True),
+    ("__rpow__", "power", True),
+    ("__and__", "bitwise_and", False),
+    ("__rand__", "bitwise_and", True),
+    ("__or__", "bitwise_or", False),
+    ("__ror__", "bitwise_or", True),
+    ("__xor__", "bitwise_xor", False),
+    ("__rxor__", "bitwise_xor", True),
+    ("__lshift__", "left_shift", False),
+    ("__rlshift__", "left_shift", True),
+    ("__rshift__", "right_shift", False),
+    ("__rrshift__", "right_shift", True),
+    ("__lt__", "less", False),
+    ("__le__", "less_equal", False),
+    ("__gt__", "greater", False),
+    ("__ge__", "greater_equal", False),
+    ("__eq__", "equal", False),
+    ("__ne__", "not_equal", False),
+)
+for _method, _op, _reflected in _BINARY_METHODS:
+    setattr(Operand, _method, _expr.operator_function(_op, _reflected))
+del _method, _op, _reflected

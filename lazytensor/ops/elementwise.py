@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import numpy as _np
 
-from lazytensor.core.expr import apply, astype, unary  # noqa: F401  (astype is part of the public API)
+from lazytensor.core.expr import apply, astype, unary, unary_function  # noqa: F401  (astype is part of the public API)
 
 
 def _unary(op: str, doc: str):
-    def f(x):
-        return unary(op, x)
-    f.__name__ = f.__qualname__ = op
+    f = unary_function(op)      # (the node builder itself: one Python call per function a user writes)
     f.__doc__ = doc
     return f
 

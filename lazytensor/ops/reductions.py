@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import dtypes as _dt
-from lazytensor.core.expr import Expr
+from lazytensor.core.expr import Expr, heavy_over_tensor
 from lazytensor.core.operand import Operand
 from lazytensor.kernels.program import Reduction
 from lazytensor.core import tensor as _tensor
@@ -73,7 +73,10 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
         hit = key = None
     if hit is not None:
         spec, out_shape, out_dtype, kept = hit
-        node = Expr("reduce", (x,), out_shape, out_dtype, x.device, heavy=True, attrs=spec)
+        if type(x) is _tensor.Tensor:
+            node = heavy_over_tensor("reduce", x, out_shape, out_dtype, spec)
+        else:
+            node = Expr("reduce", (x,), out_shape, out_dtype, x.device, heavy=True, attrs=spec)
         return reshape(node, kept) if keepdims else node
     x0 = x = _tensor.as_node(x)
     if kind in ("argmax", "argmin"):

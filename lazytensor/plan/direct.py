@@ -1,7 +1,7 @@
 """`y[...] = e` for an elementwise `e` over flat operands: the planner's one step, without the planner.
 
 The planner makes a plan of ONE FusedElementwise step for an elementwise expression, and when
-  - every tensor `e` reads is C-contiguous and has the destination's shape,
+  - every tensor `e` reads is C-contiguous (and aligned) and has the destination's shape,
   - no tensor is read twice and no node is used twice (`e` is a tree over distinct leaves),
   - no tensor shares memory with the destination (or is the destination's own array),
 that step is always the same: the program found by e's structure id (lower's common case, one
@@ -9,7 +9,8 @@ dict lookup) over the leaves' arrays in order and e's scalars, with flat indexin
 checks exactly these conditions on every call and launches that step without planning it (on
 small arrays planning costs several times what the kernel does; issue 16, part 2): on the CPU
 through the backend's `run_flat`, without a step object or layout tests; on CUDA as the step
-itself, which the expression keeps, so that assigning it again relaunches the step's bound launch.
+itself, which the expression keeps from its second assignment on, so that assigning it again
+relaunches the step's bound launch (the first launches without a step: most nodes are assigned once).
 Anything else is planned. lt.explain says whether an assignment takes this path and, if not,
 which condition failed.
 """
@@ -22,14 +23,21 @@ from lazytensor.plan.lower import tree_program
 
 
 def flat_of(t) -> tuple:
-    """(id of the owner of t's allocation, whether t's array is C-contiguous) of a Tensor, read once
-    and kept on it: a Tensor never changes the memory it views."""
+    """(id of the owner of t's allocation, whether t's array is C-contiguous and aligned) of a Tensor,
+    read once and kept on it: a Tensor never changes the memory it views. (The CPU backend calls a
+    kernel's compiled entry for aligned C-contiguous arrays without numba's type checks.)"""
     flat = t.flat
     if flat is None:
         a = t.data
-        flat = t.flat = (id(owner(a)), bool(a.flags.c_contiguous))
+        flags = a.flags
+        aligned = getattr(flags, "aligned", True)          # (CuPy's flags have no such field)
+        flat = t.flat = (id(owner(a)), bool(flags.c_contiguous and aligned))
     return flat
 
+
+# Expr.last_plan of a node assigned once on the direct path of a binding backend, without a step:
+# no destination's memory is None, so the planner's memo never matches it.
+ASSIGNED_ONCE = (None, ())
 
 # (structure id, the destination dtype's load id, device) -> (program, backend): what a known
 # expression's direct assignment launches, found in one lookup of small ints and a string.
@@ -42,7 +50,8 @@ def assign(node, dest):
     writable; node is an unevaluated elementwise Expr. Returns the steps that ran, for the node to
     keep as its plan into dest (Expr.last_plan): none on the CPU, where the direct path is as cheap
     as a kept step; the step itself on a backend that binds a step's launch (CUDA: a kept step
-    launches with the arguments it bound on its first run)."""
+    launches with the arguments it bound on its first run), from the node's second assignment on:
+    its first launches without a step and marks the node (ASSIGNED_ONCE)."""
     arrays = flat_operands(node, dest)
     if type(arrays) is str or steps.before_step is not None:
         return None                 # (a test's hook into every step: the planned path calls it)
@@ -55,6 +64,13 @@ def assign(node, dest):
     program, backend = known
     if backend.bind_elementwise is None:
         backend.run_flat(program, dest.data, arrays, node.scalars)
+        return ()
+    if node.last_plan is None:
+        # A node's first assignment launches without a step: most are built for one assignment
+        # (`y[...] = f(x)` in a loop), and binding a step's launch costs more than the launch's own
+        # preparation. The second assignment of the same node binds the step, which it then keeps.
+        backend.run_elementwise(program, dest.data, arrays, node.scalars)
+        node.last_plan = ASSIGNED_ONCE
         return ()
     step = steps.FusedElementwise(backend, program, dest.data, arrays, list(node.scalars))
     step.run()
@@ -86,7 +102,7 @@ def flat_operands(node, dest):
             return "a tensor is broadcast"
         t_own, contiguous = t.flat or flat_of(t)
         if not contiguous:
-            return "a tensor is not C-contiguous"
+            return "a tensor is not C-contiguous (or not aligned)"
         a = t.data
         if t_own == own and a is not data:
             return "a tensor shares memory with the destination"

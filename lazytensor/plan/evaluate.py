@@ -47,6 +47,16 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     readers = dest.memory
     if readers is None:
         readers = memory_of(dest)
+    if (type(value) is Expr and not readers and value.last_plan is None and value.result is None
+            and not value.heavy and value.epoch == RESULTS[0] and value.shape == dest.shape
+            and value.dtype == dest.dtype and value.device == dest.device
+            and getattr(dest.data.flags, "writeable", True)):
+        # _assign's and _write's common case, inline (`y[...] = e` built per call, on small arrays
+        # the calls around the kernel are most of its time): nothing reads dest's memory, and e is
+        # settled, never planned, elementwise and of dest's shape, dtype and device.
+        if direct.assign(value, dest) is not None:
+            readers.version += 1
+            return
     _assign(dest, value, what, private, held, readers)
     readers.version += 1
 
@@ -121,7 +131,8 @@ def check_writable(dest: Tensor) -> None:
 
 
 def _write(dest: Tensor, node, what: str) -> None:
-    check_writable(dest)
+    if not getattr(dest.data.flags, "writeable", True):
+        check_writable(dest)            # (raises: inline, the test is one attribute on every write)
     if node.device is not None and node.device != dest.device or node.shape != dest.shape or node.dtype != dest.dtype:
         _check(node, dest, what)
     if type(node) is Expr and not node.heavy:

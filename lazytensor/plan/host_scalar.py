@@ -6,14 +6,22 @@ record of its readers, several times the kernel's own time on small arrays (issu
 the one value of a reduction of all the axes of a CPU Tensor (`float(x.sum())`, `x.max().item()`,
 `bool(m.any())`) this path launches the same kernel the plan would (the program of a load of x,
 the node's own spec: the backend keeps that launch, lazytensor.kernels.cpu) into a 0-d array of
-its own and returns its value. The node keeps no result: it stays a reader of x, so a later write
+its own and returns its value; once that launch is kept, the same kernels in one call that returns
+the value (the backend's flat_reduction_value). The node keeps no result: it stays a reader of x, so a later write
 to x evaluates it first if it is still alive, and asking for its value again computes it again.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from lazytensor.core.tensor import Tensor
 from lazytensor.plan.direct import flat_of
 from lazytensor.plan.lower import tree_program
+
+# (id of a reduction's spec, structure id of its tensor) -> (that spec, the program of a load of the
+# tensor, its backend): what a repeated `float(x.sum())` looks up once. The entry holds the spec, so
+# its id is not reused while the entry lives (reduce() may drop its own table of specs).
+_known: dict = {}
 
 
 def reduced_scalar(node):
@@ -22,9 +30,22 @@ def reduced_scalar(node):
     x = node.args[0]
     if type(x) is not Tensor or x.device != "cpu" or node.shape:
         return None
-    backend = x.backend
-    out = backend.empty((), node.dtype)
+    spec = node.attrs
+    key = (id(spec), x.skey)
+    known = _known.get(key)
+    if known is None or known[0] is not spec:
+        if len(_known) > 4096:
+            _known.clear()
+        known = _known[key] = (spec, tree_program(x, x.dtype), x.backend)
+    _, program, backend = known
     # (the node's spec was made for x's shape: x is its operand as it is, not a raveled view)
-    run = backend.run_flat_reduction if (x.flat or flat_of(x))[1] else backend.run_reduction
-    run(tree_program(x, x.dtype), node.attrs, out, [x.data], ())
+    if (x.flat or flat_of(x))[1]:
+        value = backend.flat_reduction_value(program, spec, [x.data], ())
+        if value is not None:
+            return value
+        run = backend.run_flat_reduction
+    else:
+        run = backend.run_reduction
+    out = np.empty((), node.dtype)
+    run(program, spec, out, [x.data], ())
     return out.item()
