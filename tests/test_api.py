@@ -316,13 +316,16 @@ def test_integer_division_and_modulo_by_zero_give_numpy_results():
 @pytest.mark.parametrize("exponent", [2, 2.0, 3, 0.5, True, np.int8(2), np.float32(2.0)])
 def test_power_dtypes_as_numpy_operator_and_ufunc(dtype, exponent):
     """x ** 2 is square(x) only where the dtype stays: NumPy's `**` squares a bool into int8 while
-    np.power(bool, 2) is int64, and an integer ** 2.0 is float64."""
-    an = np.array([0, 1, 3], dtype)
+    np.power(bool, 2) is int64, and an integer ** 2.0 is float64. A float x ** 0.5 is sqrt(x) for
+    the operator, where float16's np.power differs at -inf and -0.0."""
+    an = np.array([0, 1, 3] + ([-np.inf, -0.0, np.inf, np.nan, -2.0] if dtype.startswith("float") else []), dtype)
     t = lt.asarray(an)
-    for want, got in ((an ** exponent, t ** exponent), (np.power(an, exponent), np.power(t, exponent))):
-        got = lt.evaluate(got).numpy()
-        assert got.dtype == want.dtype
-        np.testing.assert_array_equal(got, want)
+    with np.errstate(all="ignore"):
+        for want, got in ((an ** exponent, t ** exponent), (np.power(an, exponent), np.power(t, exponent))):
+            got = lt.evaluate(got).numpy()
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+            assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))      # -0.0 ** 0.5
 
 
 def test_integer_power_with_negative_exponent_is_documented_not_numpy():

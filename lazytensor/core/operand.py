@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import upward
-from lazytensor.core.rewrites import bool_squared
+from lazytensor.core.rewrites import bool_squared, operator_sqrt
 
 
 class Operand:
@@ -22,6 +22,8 @@ class Operand:
     def __pow__(self, o):
         if bool_squared(self, o):
             return _expr.apply("square", self)
+        if operator_sqrt(self, o):
+            return _expr.unary("sqrt", self)
         return _expr.binary("power", self, o)
 
     def __neg__(self): return _expr.unary("negative", self)

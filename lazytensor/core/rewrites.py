@@ -9,12 +9,18 @@ from __future__ import annotations
 
 def _power(base, exponent):
     """x ** 2 as square(x) where the two have one dtype: a float x with a Python 2 or 2.0, an
-    integer x with a Python 2 (an integer x ** 2.0 is float64, and np.power(bool x, 2) int64)."""
-    if type(exponent) in (int, float) and exponent == 2 and not isinstance(base, (int, float, bool)):
+    integer x with a Python 2 (an integer x ** 2.0 is float64, and np.power(bool x, 2) int64).
+    np.power(x, 0.5) as sqrt(x) for a float32 or float64 x, as NumPy's power loops compute a scalar
+    exponent of 0.5 (NaN at -inf and -0.0 at -0.0, where pow gives +inf and +0.0); its float16 loop
+    calls pow."""
+    if type(exponent) in (int, float) and not isinstance(base, (int, float, bool)):
         kind = base.dtype.kind
-        if kind == "f" or (kind in "iu" and type(exponent) is int):
+        if exponent == 2 and (kind == "f" or (kind in "iu" and type(exponent) is int)):
             from lazytensor.core.expr import apply
             return apply("square", base)
+        if type(exponent) is float and exponent == 0.5 and base.dtype.name in ("float32", "float64"):
+            from lazytensor.core.expr import apply
+            return apply("sqrt", base)
     return None
 
 
@@ -22,6 +28,13 @@ def bool_squared(base, exponent) -> bool:
     """NumPy's `**` operator computes `x ** 2` (a Python int 2) as np.square(x), whatever x's
     dtype: for a bool x that is int8, where np.power gives int64."""
     return type(exponent) is int and exponent == 2 and base.dtype.kind == "b"
+
+
+def operator_sqrt(base, exponent) -> bool:
+    """NumPy's `**` operator computes a float array `x ** 0.5` as np.sqrt(x). np.power agrees for
+    float32 and float64, not for float16, whose power loop gives pow's +inf at -inf (sqrt: NaN) and
+    +0.0 at -0.0 (sqrt: -0.0)."""
+    return type(exponent) is float and exponent == 0.5 and base.dtype.kind == "f"
 
 
 def _logical(*operands):
