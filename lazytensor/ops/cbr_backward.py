@@ -27,7 +27,6 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.ops.conv_bn import BatchNormSaved, _tensor_operand
 from lazytensor.ops.forward_saved import forward_saved
-from lazytensor.plan.cbr_dbn_cuda import vector_refusal
 
 
 _CONSTANTS: dict = {}   # (device, what) -> a small constant Tensor the stage-1 kernels read
@@ -68,7 +67,10 @@ def sums_write_skip(dy) -> bool:
     CUDA kernels (float16, K a multiple of 8). The sums node is then d(skip)'s operand, and a plan
     of d(skip) plans the sums (needed for every other gradient of the block anyway); elsewhere d(skip)
     is a kernel of its own, which a plan of d(skip) alone runs without the sums."""
-    return dy.device != "cpu" and vector_refusal(dy.dtype, tuple(dy.shape), ()) is None
+    if dy.device == "cpu":
+        return False
+    from lazytensor.plan.cbr_dbn_cuda import vector_refusal     # the CUDA kernels' module: not on import
+    return vector_refusal(dy.dtype, tuple(dy.shape), ()) is None
 
 
 def cbr_bn_backward(dy, saved: BatchNormSaved, gamma, relu: bool = True, residual: bool = False):
