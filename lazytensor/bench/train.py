@@ -10,7 +10,8 @@ in three modes, in the same run:
   reads the overflow flag on the host), so this mode runs float16 autocast without loss scaling;
 - torch.compile of the model, with the eager mode's loop.
 Every PyTorch mode runs with torch.backends.cudnn.benchmark = True (each conv shape timed once for
-its fastest algorithm), as lazytensor takes its conv plans from tuned experience tables.
+its fastest algorithm), as lazytensor takes its conv plans from tuned experience tables; --quick,
+which measures nothing, skips that tuning.
 Each row gives img/s, lazytensor's speed over that row, and the peak device memory: for torch,
 torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy pool's used bytes.
 Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
@@ -119,7 +120,7 @@ def _torch_mode(torch, mode, name, px, batch, device, timer):
     cuda = device == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.benchmark = not quick()
     torch.manual_seed(0)
     model = build(torch, name, px, _num_classes(px)).to(device).to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
@@ -238,7 +239,7 @@ def render(rows: list, device: str, torch) -> str:
         notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); "
                      "PyTorch's torch.cuda.max_memory_allocated")
         notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
-        notes.append("PyTorch: torch.backends.cudnn.benchmark = True in every mode")
+        notes.append("PyTorch: torch.backends.cudnn.benchmark = " + ("False (quick)" if quick() else "True in every mode"))
     else:
         notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")
     return "\n".join(out + [""] + notes)
