@@ -5,13 +5,13 @@ PY     := $(VENV)/bin/python
 
 .PHONY: demo test bench clean array-api
 
-$(VENV)/.installed-base: pyproject.toml
+$(VENV)/.installed-base: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml
+$(VENV)/.installed-test: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

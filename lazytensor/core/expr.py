@@ -6,6 +6,7 @@ op's loop dtype, an explicit `astype` node is inserted, so code generators see e
 """
 from __future__ import annotations
 
+import os
 import weakref
 
 import numpy as np
@@ -15,7 +16,12 @@ from lazytensor.core.operand import Operand
 from lazytensor.core import dtypes as _dt
 from lazytensor.core.rewrites import REWRITES
 from lazytensor.core.shapes import broadcast_shapes
-from lazytensor.core.readers import memory_of, register
+from lazytensor.core.readers import Memory, memory_of, register
+
+try:
+    from lazytensor.core import _nodes      # the node builders of seen cases, in C
+except ImportError:                         # not built where lazytensor was installed: Python's own
+    _nodes = None
 
 
 _structures: dict = {}
@@ -475,7 +481,7 @@ def operator_function(op: str, reflected: bool = False):
         node.shared = shared
         return node
     build.__name__ = build.__qualname__ = op
-    return build
+    return compiled(build, _nodes and _nodes.BinaryBuilder, op, cases, reflected)
 
 
 def _first_binary(op, a, b, ka, kb) -> Expr:
@@ -525,7 +531,18 @@ def unary_function(op: str):
             return node
         return apply(op, x)
     build.__name__ = build.__qualname__ = op
-    return build
+    return compiled(build, _nodes and _nodes.UnaryBuilder, op, cases)
+
+
+def compiled(build, builder_type, op, cases, *reflected):
+    """The builder in C (lazytensor/core/_nodes.c) that takes the cases seen before (`cases`) and
+    leaves every other call to `build`, the Python builder, which it keeps as `.python`; `build`
+    itself where the extension is not built."""
+    if builder_type is None:
+        return build
+    f = builder_type(op, cases, build, *reflected)
+    f.__name__ = f.__qualname__ = op
+    return f
 
 
 _new = object.__new__
@@ -631,6 +648,26 @@ from lazytensor.core import tensor as _tensor  # noqa: E402  (NumPy arrays in ex
 # The Tensor class, which lazytensor.core.tensor sets when it is defined (importing tensor.py first
 # imports this module before that class exists): the operators' paths test types by identity.
 _Tensor = getattr(_tensor, "Tensor", None)
+
+
+def tensor_defined(tensor_type) -> None:
+    """lazytensor.core.tensor has defined Tensor: the operators' paths may test types by identity,
+    and the builders in C start taking their cases (unless LAZYTENSOR_PYTHON_NODES=1 asks for the
+    Python builders alone, to compare the two)."""
+    global _Tensor
+    _Tensor = tensor_type
+    if _nodes is not None:
+        _nodes.setup(Expr, tensor_type, Const, Memory, RESULTS, broadcast_shapes, _device_of, memory_of, constant)
+        _nodes.set_enabled(os.environ.get("LAZYTENSOR_PYTHON_NODES", "") in ("", "0"))
+
+
+def node_builder() -> str:
+    """Which builder takes the operators' known cases: 'C' or 'Python (why)'."""
+    if _nodes is None:
+        return "Python (the C extension lazytensor.core._nodes is not built)"
+    was = _nodes.set_enabled(True)
+    _nodes.set_enabled(was)
+    return "C (lazytensor.core._nodes)" if was else "Python (LAZYTENSOR_PYTHON_NODES=1)"
 
 
 class Origin:

@@ -103,7 +103,7 @@ class Tensor(Operand):
 
 
 from lazytensor.core import expr as _expr  # noqa: E402
-_expr._Tensor = Tensor
+_expr.tensor_defined(Tensor)
 
 
 class _CallShape:
