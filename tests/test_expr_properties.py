@@ -6,7 +6,7 @@ extremes; float16 (emulated on the CPU through uint16 bit patterns) is checked e
 
 Each new DAG structure compiles a numba kernel (0.1-1 s here), so the example counts are modest;
 raise them with LT_PROPERTY_EXAMPLES for a long hunt. Arrays are small, so the serial kernel
-variant runs, except in the float16 sweeps (65536 elements: the parallel variant).
+variant runs, in the float16 sweeps too (65536 elements).
 """
 from __future__ import annotations
 

@@ -91,9 +91,9 @@ def test_outputs_off_each_others_alignment_store_ordinarily(monkeypatch):
 
 def test_small_results_stay_in_the_cache():
     """Below the last-level cache's size the results are stored ordinarily, and explain says why."""
-    a = lt.asarray(np.ones(1 << 16, np.float32))
+    a = lt.asarray(np.ones(1 << 17, np.float32))
     text = str(lt.explain(a * 2 + 1))
-    assert "kernel_par (numba parallel, prange); ordinary stores: results of 262144 bytes fit in the last-level cache" in text
+    assert "kernel_par (numba parallel, prange); ordinary stores: results of 524288 bytes fit in the last-level cache" in text
     assert stream_stores.MIN_BYTES == stream_stores.last_level_cache_bytes() >= 1 << 20
 
 
