@@ -25,6 +25,7 @@ import numpy as np
 
 import lazytensor as lt
 from lazytensor.bench.table import Table
+from lazytensor.core.expr import node_builder
 from lazytensor.tools.timing import time_host
 
 
@@ -190,7 +191,8 @@ def run_interactive_bench(print_fn=print) -> Table:
     print_fn("")
     print_fn("speed-up against NumPy by size (targets: >= 0.83x at 2^10, >= 1x from 2^12, >= 3x from 2^20): "
              + ", ".join(f"2^{p} {r:.2f}x" for p, r, _ in verdicts))
-    print_fn("targets (issue 16), measured in this run (wall clock, then this thread's CPU time):")
+    print_fn("targets (issue 16), measured in this run (wall clock, then this thread's CPU time); "
+             f"nodes of known cases built by: {node_builder()}")
     for line in _targets(verdicts, reduction, build):
         print_fn(line)
     first = _first_calls()
@@ -220,7 +222,7 @@ def run_interactive_cuda_bench(print_fn=print, rounds: int = 3) -> dict:
         case = row.pop("case")
         for k, v in row.items():
             best[k] = min(best.get(k, v), v)
-    print_fn(f"{case}, the least of {rounds} rounds:")
+    print_fn(f"{case}, the least of {rounds} rounds (nodes of known cases built by: {node_builder()}):")
     for k, v in best.items():
         print_fn(f"  {k}: {v:.2f} us")
     ok = best["lazytensor"] <= best["cupy.fuse"]
