@@ -251,3 +251,20 @@ def test_nan_and_signed_zero_scalars_keep_their_bits():
         assert repr(node.scalars[0]) == repr(float(value))
         assert np.array_equal(np.asarray(node), np.ones(2, np.float32) * np.float32(value), equal_nan=True)
         assert math.copysign(1, np.asarray(a * value)[0]) == math.copysign(1, value) or math.isnan(value)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "max", "mean"])
+def test_a_reduction_over_a_tensor_is_built_alike(reduction):
+    outcomes = []
+    for compiled in (False, True, False):
+        was = expr._nodes.set_enabled(compiled)
+        try:
+            start = expr.RESULTS[0]
+            t = lt.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+            getattr(t, reduction)(axis=0)
+            node = getattr(t, reduction)(axis=0)
+            readers = len(t.memory)
+            outcomes.append((describe(node, [t], start, {}), node.attrs, readers, float(getattr(t, reduction)())))
+        finally:
+            expr._nodes.set_enabled(was)
+    assert outcomes[1] == outcomes[0] == outcomes[2]

@@ -461,6 +461,39 @@ fail:
     return NULL;
 }
 
+/* expr.heavy_over_tensor: a heavy node (`x.sum()`) over a Tensor, in C where the builders are on.
+ * None where they are off: the caller builds it in Python. */
+static PyObject *
+heavy_over_tensor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "heavy_over_tensor(op, x, shape, dtype, attrs)");
+        return NULL;
+    }
+    PyObject *x = args[1];
+    if (!active || !Py_IS_TYPE(x, TensorType) || SLOT(x, T_device) == NULL)
+        Py_RETURN_NONE;
+    PyObject *node = new_node(args[0], Py_None, args[3]);
+    if (node == NULL)
+        return NULL;
+    Py_SETREF(SLOT(node, E.heavy), Py_NewRef(Py_True));
+    Py_SETREF(SLOT(node, E.attrs), Py_NewRef(args[4]));
+    SLOT(node, E.shape) = Py_NewRef(args[2]);
+    SLOT(node, E.device) = Py_NewRef(SLOT(x, T_device));
+    SLOT(node, E.shared) = Py_NewRef(Py_True);
+    SLOT(node, E.leaves) = Py_NewRef(empty);
+    SLOT(node, E.scalars) = Py_NewRef(empty);
+    SLOT(node, E.epoch) = Py_NewRef(PyList_GET_ITEM(RESULTS, 0));
+    PyObject *me = NULL;
+    if ((SLOT(node, E.args) = PyTuple_Pack(1, x)) == NULL || register_reader(node, &me, x) < 0) {
+        Py_XDECREF(me);
+        Py_DECREF(node);
+        return NULL;
+    }
+    Py_DECREF(me);
+    return node;
+}
+
 static PyObject *
 builder_new(PyTypeObject *type, vectorcallfunc call, PyObject *op, PyObject *cases, PyObject *python,
             int reflected)
@@ -589,6 +622,8 @@ static PyType_Spec unary_spec = {
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(Expr, Tensor, Const, Memory, RESULTS, broadcast_shapes, device_of, memory_of, constant)"},
+    {"heavy_over_tensor", (PyCFunction)(void (*)(void))heavy_over_tensor, METH_FASTCALL,
+     "heavy_over_tensor(op, x, shape, dtype, attrs): expr.heavy_over_tensor's node; None where the builders are off"},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> the previous flag; off, every builder calls its Python builder"},
     {NULL},

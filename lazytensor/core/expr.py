@@ -586,7 +586,11 @@ def _single(op, x, sid, dtype) -> Expr:
 
 def heavy_over_tensor(op, x, shape, dtype, attrs) -> Expr:
     """Expr(op, (x,), shape, dtype, x.device, heavy=True, attrs=attrs) for a Tensor x, unrolled as
-    _single is: `x.sum()` on small arrays (lazytensor.ops.reductions)."""
+    _single is: `x.sum()` on small arrays (lazytensor.ops.reductions); in C where the extension is."""
+    if _nodes is not None:
+        node = _nodes.heavy_over_tensor(op, x, shape, dtype, attrs)
+        if node is not None:
+            return node
     node = _new(Expr)
     node.op = op
     node.args = (x,)
