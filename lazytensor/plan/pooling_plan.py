@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.kernels import launch_log, pool_cuda
+from lazytensor.kernels import launch_log
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
 
 
@@ -32,10 +32,10 @@ class PoolStep:
         else:
             compiler = self.backend.compiler
             if self.direction == "forward":
-                pool_cuda.pool_forward(compiler, a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
+                _pool_cuda().pool_forward(compiler, a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
             else:
                 x = self.g if self.x is None else self.x      # avg pooling's kernel never reads x
-                pool_cuda.pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out,
+                _pool_cuda().pool_backward(compiler, a.kind, x, self.g, a.kernel, a.stride, a.padding, self.out,
                                         self.argmax)
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(f"{a.kind}_pool2d_{self.direction}", self.backend.name,
@@ -52,12 +52,12 @@ class PoolStep:
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
         kernels = (self.direction,)
         if self.direction == "backward" and self.backend.name == "cuda":
-            kernels = pool_cuda.backward_kernels(a.kind, self.out.shape, self.g.shape, a.kernel, a.stride, a.padding)
+            kernels = _pool_cuda().backward_kernels(a.kind, self.out.shape, self.g.shape, a.kernel, a.stride, a.padding)
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
         if kernels == ("backward_windows",):
             text += "; windows do not overlap: one thread per window writes its cells"
-            if not pool_cuda.windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
+            if not _pool_cuda().windows_cover(a.in_shape, self.g.shape, a.kernel, a.stride, a.padding):
                 text += " (cells no window holds zeroed first)"
         elif kernels == ("argmax", "backward_indexed"):
             text += ("; windows overlap: two kernels, each window's argmax found once into a byte, then a gather "
@@ -65,11 +65,11 @@ class PoolStep:
         elif self.direction == "backward" and self.backend.name == "cuda":
             text += "; windows overlap: a gather per input cell over the windows that hold it"
         if self.backend.name == "cuda":
-            vec = pool_cuda.vector_width(self.out.dtype, self.out.shape[3])
+            vec = _pool_cuda().vector_width(self.out.dtype, self.out.shape[3])
             text += f"; {vec} channels per thread" if vec > 1 else "; one channel per thread"
         if source and self.backend.name == "cuda":
             for kernel in kernels:
-                kernel = pool_cuda.render_pool(kernel, a.kind, self.out.dtype, vec=vec).kernel
+                kernel = _pool_cuda().render_pool(kernel, a.kind, self.out.dtype, vec=vec).kernel
                 text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
         return text
 
@@ -116,7 +116,7 @@ def _build_pool_backward(node, backend, cut, out):
     dx = _result(node, backend, out, (x, g))
     a = node.attrs
     argmax = None
-    if backend.name == "cuda" and "argmax" in pool_cuda.backward_kernels(a.kind, dx.shape, g.shape, a.kernel,
+    if backend.name == "cuda" and "argmax" in _pool_cuda().backward_kernels(a.kind, dx.shape, g.shape, a.kernel,
                                                                          a.stride, a.padding):
         argmax = backend.empty(tuple(g.shape), np.uint8)
     steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx, argmax))
@@ -132,3 +132,9 @@ def _pool_cpu():
     """The numba pooling kernels, imported on first use: importing lazytensor does not import numba."""
     from lazytensor.kernels import pool_cpu
     return pool_cpu
+
+
+def _pool_cuda():
+    """The CUDA pooling kernels' renderer, imported on first use (it imports the CUDA C renderer)."""
+    from lazytensor.kernels import pool_cuda
+    return pool_cuda
