@@ -30,8 +30,8 @@ def test_first_assignment_launches_unbound_then_the_step_is_bound_and_kept(monke
     monkeypatch.setattr(backend, "bind_elementwise", bind, raising=False)
     monkeypatch.setattr(backend, "run_elementwise", unbound)
     x = np.array([1.0, -0.0, 2.5, -3.0], np.float32)
-    a, b = lt.asarray(x), lt.asarray(x[::-1].copy())
-    y, z = lt.empty((4,), np.float32), lt.empty((4,), np.float32)
+    a, b = lt.asarray(x, device="cpu"), lt.asarray(x[::-1].copy(), device="cpu")
+    y, z = lt.empty((4,), np.float32, device="cpu"), lt.empty((4,), np.float32, device="cpu")
     e = a * b - 0.5
     want = x * x[::-1] - np.float32(0.5)
     y[...] = e
