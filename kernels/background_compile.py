@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
+
+# While the worker compiles, the interpreter's caller gets the GIL back from it within this many
+# seconds instead of Python's 5 ms: numba's compiler is Python code that holds the GIL, and every
+# NumPy ufunc of an interpreted call releases and retakes it (a 2^20-element first call took 36-190 ms
+# beside a compile, 22-36 ms with the shorter interval; NumPy alone, 2-11 ms).
+SWITCH_INTERVAL = 0.0005
 
 
 def wait_for_compiler() -> bool:
@@ -28,6 +35,7 @@ class BackgroundCompiler:
         self._thread = None
         self._idle = threading.Condition(self._guard)
         self._running = 0
+        self._interval = None      # the switch interval before the worker lowered it, while it works
 
     def submit(self, key, job) -> None:
         """Run job() on the worker unless a job with this key was submitted before."""
@@ -52,6 +60,10 @@ class BackgroundCompiler:
     def _work(self) -> None:
         while True:
             key, job = self._jobs.get()
+            with self._guard:
+                if self._interval is None and sys.getswitchinterval() > SWITCH_INTERVAL:
+                    self._interval = sys.getswitchinterval()
+                    sys.setswitchinterval(SWITCH_INTERVAL)
             try:
                 job()
             except Exception:            # the next call compiles in the foreground and raises there
@@ -59,4 +71,8 @@ class BackgroundCompiler:
             finally:
                 with self._idle:
                     self._running -= 1
+                    if self._running == 0 and self._interval is not None:
+                        if sys.getswitchinterval() == SWITCH_INTERVAL:   # (unless the program set its own since)
+                            sys.setswitchinterval(self._interval)
+                        self._interval = None
                     self._idle.notify_all()

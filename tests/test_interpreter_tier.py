@@ -105,6 +105,30 @@ def test_integer_powers_with_negative_exponents_as_the_kernels_define_them(inter
     np.testing.assert_array_equal(lt.evaluate(base ** exp).numpy(), [1, 1, -1, 0, 9, 0, 0])
 
 
+@pytest.mark.parametrize("dtype, bits", [(np.float16, np.uint16), (np.float32, np.uint32), (np.float64, np.uint64)])
+def test_relu_bit_for_bit_as_the_kernel(dtype, bits):
+    """relu: +0.0 for -0.0 and negatives, each NaN kept with its sign and payload (quiet and
+    signalling), as the compiled kernel gives, at lengths that take NumPy's vector loops and their
+    tails; and in the branch-free passes whatever the order of signs."""
+    from lazytensor.kernels.interpret import _relu
+    rng = np.random.default_rng(5)
+    patterns = rng.integers(0, np.iinfo(bits).max, size=4099, dtype=bits).view(dtype)
+    special = np.array([-0.0, 0.0, -1.0, 2.0, np.inf, -np.inf, np.nan, -np.nan], dtype)
+    nan_bits = np.array([np.iinfo(bits).max, (np.iinfo(bits).max >> 1) + 1 + 1], bits).view(dtype)  # -qNaN(all), -sNaN
+    x = np.concatenate([special, nan_bits, patterns])
+    t = lt.asarray(x, device="cpu")
+    kernel = lt.evaluate(lt.relu(t)).numpy()            # (the suite waits for the compiled kernel)
+    # (float16 NaNs: the kernel computes in float32 and its vector loop gives the canonical NaN,
+    # its scalar loop the payload, so only where NaNs are is compared)
+    nan = np.isnan(x) if dtype == np.float16 else np.zeros(len(x), bool)
+    with np.errstate(all="ignore"):
+        for part in [slice(None, n) for n in (1, 7, 9, 31, len(x))] + [slice(-n, None) for n in (1, 7, 9, 31)]:
+            got, want = _relu(x[part]), kernel[part]
+            assert np.array_equal(np.isnan(got), np.isnan(want)), part
+            keep = ~nan[part]
+            assert np.array_equal(got[keep].view(bits), want[keep].view(bits)), part
+
+
 def test_relu_mask_from_the_interpreter(interpreter_only):
     from lazytensor.kernels.interpret import run_program
     from lazytensor.kernels.program import program_for

@@ -1,0 +1,40 @@
+"""The background compiler (kernels/background_compile.py) lowers Python's switch interval while it
+works, so that an interpreted call beside a compile gets the GIL back within half a millisecond,
+and restores it once the queue is empty (unless the program set its own meanwhile)."""
+import sys
+import threading
+
+from lazytensor.kernels.background_compile import SWITCH_INTERVAL, BackgroundCompiler
+
+
+def test_the_switch_interval_is_short_while_compiling_and_restored_after():
+    before = sys.getswitchinterval()
+    assert before > SWITCH_INTERVAL
+    seen = []
+    go = threading.Event()
+    compiler = BackgroundCompiler()
+    compiler.submit("a", lambda: (go.wait(5), seen.append(sys.getswitchinterval())))
+    compiler.submit("b", lambda: seen.append(sys.getswitchinterval()))
+    go.set()
+    assert compiler.drain(5)
+    assert seen == [SWITCH_INTERVAL, SWITCH_INTERVAL]
+    assert sys.getswitchinterval() == before
+
+
+def test_a_program_s_own_interval_is_kept():
+    before = sys.getswitchinterval()
+    compiler = BackgroundCompiler()
+    try:
+        compiler.submit("a", lambda: sys.setswitchinterval(0.002))
+        assert compiler.drain(5)
+        assert sys.getswitchinterval() == 0.002
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_a_failed_job_restores_it_too():
+    before = sys.getswitchinterval()
+    compiler = BackgroundCompiler()
+    compiler.submit("a", lambda: 1 / 0)
+    assert compiler.drain(5)
+    assert compiler.failed("a") and sys.getswitchinterval() == before
