@@ -66,11 +66,12 @@ from lazytensor.ops.differences import diff
 from lazytensor.ops.broadcasting import broadcast_arrays, meshgrid, unstack
 from lazytensor.ops.triangles import tril, triu
 
-# Modules and optimizers: lt.nn (layers, VGG/ResNet builders), lt.optim (SGD, AdamW); one training
-# step, planned once (issue 12): lt.train_step(model, loss_fn, optimizer, amp=False). lt.nn imports
-# each of its names on first use, and lt.optim, lt.TrainStep and lt.train_step are imported on
-# first use too (__getattr__ below): `import lazytensor` does not pay for the training stack.
+# Modules and optimizers: lt.nn (layers, VGG/ResNet builders), lt.optim (SGD, AdamW).
 from lazytensor import nn
+from lazytensor.nn import optim
+
+# One training step, planned once (issue 12): lt.train_step(model, loss_fn, optimizer, amp=False).
+from lazytensor.nn.train_step import TrainStep, train_step
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
@@ -112,11 +113,3 @@ __all__ = [
     # the CBR backward's conv_grads as an object lt.explain shows (issue 14)
     "ConvGradsCall",
 ]
-
-
-def __getattr__(name: str):
-    if name in ("optim", "TrainStep", "train_step"):
-        value = getattr(nn, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'lazytensor' has no attribute {name!r}")
