@@ -30,16 +30,15 @@ _MAX_LAUNCH_PLANS = 4096      # distinct (program, size/shape) plans kept before
 
 class CudaLaunch:
     """Everything about one launch that does not change between assignments."""
-    __slots__ = ("function", "grid", "block", "tail", "converters", "kernel", "geometry", "config", "raw")
+    __slots__ = ("function", "grid", "block", "tail", "kernel", "geometry", "config", "raw")
 
-    def __init__(self, function, kernel, geometry: LaunchGeometry, converters, index_type, raw: RawLaunch):
+    def __init__(self, function, kernel, geometry: LaunchGeometry, index_type, raw: RawLaunch):
         self.function = function
         self.kernel = kernel
         self.geometry = geometry
         self.grid = (geometry.grid,)
         self.block = (geometry.block,)
         self.tail = tuple(index_type(v) for v in geometry.runtime_args)
-        self.converters = converters
         self.config = geometry.config()
         self.raw = raw            # the same launch through the driver's call, its parameters packed in place
 
@@ -165,11 +164,10 @@ class CudaBackend:
         kernel = known or self.kernel(program, geometry.layout)
         function = self._function(kernel, device_id)
         index64 = geometry.layout.index64
-        converters = scalar_converters(program)
         pointers = 1 + program.relu_mask + len(program.operand_dtypes())
-        raw = RawLaunch(function.ptr, geometry.grid, geometry.block, pointers, program.scalar_dtypes, converters,
-                        index64, geometry.runtime_args, self._cupy)
-        launch = CudaLaunch(function, kernel, geometry, converters, np.int64 if index64 else np.int32, raw)
+        raw = RawLaunch(function.ptr, geometry.grid, geometry.block, pointers, program.scalar_dtypes,
+                        scalar_converters(program), index64, geometry.runtime_args, self._cupy)
+        launch = CudaLaunch(function, kernel, geometry, np.int64 if index64 else np.int32, raw)
         if len(self._launches) >= _MAX_LAUNCH_PLANS:
             self._launches.clear()
         self._launches[key] = launch
@@ -224,7 +222,7 @@ class CudaBackend:
         launch, pointers, built = self._plan(program, out, inputs)
         if mask is not None:
             pointers.insert(1, mask.data.ptr)       # programs with a ReLU mask take it right after `out`
-        if not launch.raw(pointers, scalars):
+        if not launch.raw.run(pointers, scalars):
             # (on CuPy's current stream, asynchronously, as the raw launch)
             launch.function(launch.grid, launch.block, _cupy_arguments(launch, out, inputs, scalars, mask))
         if launch_log.listeners:
@@ -243,7 +241,7 @@ class CudaBackend:
             bits |= ptr
             pointers.append(ptr)
         launch = self._launches.get((program, out.size, not (bits & 15), data.device_id))
-        if launch is None or launch_log.listeners or not launch.raw(pointers, scalars):
+        if launch is None or launch_log.listeners or not launch.raw.run(pointers, scalars):
             self.run_elementwise(program, out, inputs, scalars)
 
     def bind_elementwise(self, program, out, inputs, scalars, mask=None, memo=None):
@@ -292,7 +290,8 @@ class CudaBackend:
         device = out.data.device_id
         geometry = self._geometry(program, out, inputs, device)
         kernel = self.kernel(program, geometry.layout)
-        return f"cuda kernel {kernel.name}: {describe_geometry(geometry)}\n{kernel.source}"
+        return (f"cuda kernel {kernel.name}: {describe_geometry(geometry)}; launched by the driver's cuLaunchKernel "
+                f"over parameters packed in place\n{kernel.source}")
 
     # -- reductions (kernels/cuda_reduce.py) ----------------------------------------------------
     def run_reduction(self, program, spec, out, inputs, scalars, scratch=None):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-import threading
+from threading import get_ident
 
 import numpy as np
 
@@ -56,8 +56,8 @@ class KernelParameters:
 class RawLaunch:
     """A launch plan's kernel function, grid and block, and its parameters: `n_pointers` device
     pointers, then the scalars of `scalar_dtypes`, then the geometry's integers `tail` (int, or long
-    long with 64-bit indexing). Calling it launches with the given pointers and scalars on the
-    current stream.
+    long with 64-bit indexing). run() launches with the given pointers and scalars on the current
+    stream; launch() with parameters written before (bound()).
 
     The slots belong to the thread that made the plan: cuLaunchKernel runs with the GIL released, and
     another thread writing the slots meanwhile would change the arguments of a launch under way. A
@@ -76,7 +76,7 @@ class RawLaunch:
         self.converters = converters
         # float16 scalars are rounded to float16 before they travel as float: always converted.
         self.convert = any(np.dtype(d) == np.float16 for d in scalar_dtypes)
-        self.thread = threading.get_ident()
+        self.thread = get_ident()
         self.launch_kernel = cupy.cuda.driver.launchKernel
         self.driver_error = cupy.cuda.driver.CUDADriverError
         self.current_stream = cupy.cuda.get_current_stream
@@ -85,8 +85,10 @@ class RawLaunch:
         """The scalars as CuPy's call is given them (kernels/cuda_kernel.scalar_converters)."""
         return [convert(v) for convert, v in zip(self.converters, scalars)]
 
-    def __call__(self, pointers, scalars) -> bool:
-        if threading.get_ident() != self.thread:
+    def run(self, pointers, scalars) -> bool:
+        """Launch with these device pointers and scalars on the current stream; False, with nothing
+        launched, from another thread or where the driver refuses."""
+        if get_ident() != self.thread:
             return False
         params = self.params
         if self.convert:

@@ -93,6 +93,7 @@ def test_the_five_op_expression_pointers_in_leaf_order_then_the_scalar_then_n(cu
     y[...] = lt.relu((a + b) * c + 5 * d)
     kind, function, grid, block, stream, slots = launches[-1]
     assert kind == "raw" and (grid, block) == (1, 256)        # 4 elements per thread, 16-byte vectors
+    assert "launched by the driver's cuLaunchKernel" in lt.explain(lt.relu((a + b) * c + 5 * d), out=y)
     assert slots == [_pointer(t) for t in (y, a, b, c, d)] + [struct.pack("<f", 5.0) + bytes(4),
                                                                struct.pack("<i", 1024) + bytes(4)]
 
@@ -254,11 +255,11 @@ def test_scalars_not_yet_of_their_dtype_are_converted_as_cupys_call_gets_them():
         launch = _raw_launch(dtypes, launched)
         values = {f16: 0.1, f32: 1e300, i32: 2.0, u8: 255}
         with pytest.warns(RuntimeWarning, match="overflow"):
-            assert launch([0x1234], [values[d] for d in dtypes])
+            assert launch.run([0x1234], [values[d] for d in dtypes])
         want = {f16: np.float32(np.float16(0.1)).tobytes() + bytes(4), f32: struct.pack("<f", np.inf) + bytes(4),
                 i32: struct.pack("<i", 2) + bytes(4), u8: bytes([255]) + bytes(7)}
         assert launched[-1] == [struct.pack("<Q", 0x1234), *[want[d] for d in dtypes], struct.pack("<i", 7) + bytes(4)]
         with pytest.raises(OverflowError):
-            launch([0x1234], [256 if d == u8 else 1 for d in dtypes])        # as np.uint8(256) raises
+            launch.run([0x1234], [256 if d == u8 else 1 for d in dtypes])        # as np.uint8(256) raises
     launch = _raw_launch((f16,), launched)                   # alone: struct would take 0.1 as a float32
-    assert launch([0x1234], [0.1]) and launched[-1][1] == np.float32(np.float16(0.1)).tobytes() + bytes(4)
+    assert launch.run([0x1234], [0.1]) and launched[-1][1] == np.float32(np.float16(0.1)).tobytes() + bytes(4)
