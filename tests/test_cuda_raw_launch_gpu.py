@@ -77,6 +77,21 @@ def test_flat_assignments_built_per_call_and_again_match_numpy(dtype, n):
                     _same(y.numpy(), want, f"{dtype} {s!r} call {k}")
 
 
+def test_an_operand_off_16_byte_alignment_takes_its_own_plan():
+    """A view one element in: contiguous, so direct, but its plan is the scalar kernel's (the
+    alignment is part of the launch plan's key)."""
+    x = np.linspace(-5, 5, 1025, dtype=np.float32)
+    whole = lt.asarray(x, device="cuda")
+    a, shifted = whole[:1024], whole[1:]
+    y = lt.empty((1024,), np.float32, device="cuda")
+    for k in range(3):
+        for operand, host in ((a, x[:1024]), (shifted, x[1:]), (a, x[:1024])):
+            y[...] = operand * 2.0 + float(k)
+            _same(y.numpy(), host * np.float32(2.0) + np.float32(k), f"call {k}")
+    text = lt.explain(shifted * 2.0 + 1.0, out=y)
+    assert "dispatch: direct" in text and "is not 16-byte aligned" in text
+
+
 def test_arrays_that_change_between_calls():
     """Built per call over a pool of tensors written in between (in place and through lt.assign): each
     launch reads its own call's pointers and the tensors' current values."""
@@ -115,27 +130,50 @@ def test_the_launch_is_on_the_current_stream():
     _same(y.numpy(), x * np.float32(2.0) - np.float32(1.0), "the graph's launch")
 
 
-def test_a_new_thread_launches_and_gets_numpys_values():
-    """A thread that has made no CUDA call: its first launch plan is made there (a size not seen
-    before), and its first raw launch may find no current context (CuPy's call then makes it current)."""
-    x = np.arange(777, dtype=np.float32)
-    a = lt.asarray(x, device="cuda")
-    y = lt.empty((777,), np.float32, device="cuda")
+def _in_a_new_thread(work):
     errors = []
 
-    def work():
+    def run():
         try:
-            for k in range(3):
-                y[...] = a * float(k + 1) + 0.5
+            work()
         except Exception as e:  # noqa: BLE001
             errors.append(e)
-    thread = threading.Thread(target=work)
+    thread = threading.Thread(target=run)
     thread.start()
     thread.join()
     assert not errors, errors
+
+
+def test_new_threads_launch_and_get_numpys_values():
+    """Threads that have made no CUDA call: one makes its own launch plan (a size not seen before);
+    one relaunches a step bound on the main thread, whose raw launch may find no current context
+    (CuPy's call then makes it current); one runs the main thread's plan (CuPy's call: the per-call
+    slots are the main thread's)."""
+    x = np.arange(777, dtype=np.float32)
+    a = lt.asarray(x, device="cuda")
+    y = lt.empty((777,), np.float32, device="cuda")
+
+    def own_plan():
+        for k in range(3):
+            y[...] = a * float(k + 1) + 0.5
+    _in_a_new_thread(own_plan)
     _same(y.numpy(), x * np.float32(3) + np.float32(0.5))
     y[...] = a * 4.0 + 0.5                        # the main thread, over the plan the other thread made
     _same(y.numpy(), x * np.float32(4) + np.float32(0.5))
+    e = a * 5.0 - 2.0
+    y[...] = e
+    y[...] = e                                    # bound on the main thread
+    y[...] = lt.zeros((777,), np.float32, device="cuda")
+
+    def bound():
+        y[...] = e
+    _in_a_new_thread(bound)
+    _same(y.numpy(), x * np.float32(5) - np.float32(2))
+
+    def main_threads_plan():
+        y[...] = a * 6.0 - 2.0
+    _in_a_new_thread(main_threads_plan)
+    _same(y.numpy(), x * np.float32(6) - np.float32(2))
 
 
 def test_a_profile_records_direct_launches():
