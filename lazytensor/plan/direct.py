@@ -39,9 +39,8 @@ def flat_of(t) -> tuple:
 # no destination's memory is None, so the planner's memo never matches it.
 ASSIGNED_ONCE = (None, ())
 
-# (structure id, the destination dtype's load id, device) -> (program, backend, whether it binds
-# launches): what a known expression's direct assignment launches, found in one lookup of small
-# ints and a string.
+# (structure id, the destination dtype's load id, device) -> (program, backend): what a known
+# expression's direct assignment launches, found in one lookup of small ints and a string.
 _known: dict = {}
 
 
@@ -61,9 +60,9 @@ def assign(node, dest):
     if known is None:
         if len(_known) > 4096:
             _known.clear()
-        backend = backend_for(dest.device)
-        known = _known[key] = (tree_program(node, dest.dtype), backend, backend.bind_elementwise is not None)
-    program, backend, binds = known
+        known = _known[key] = (tree_program(node, dest.dtype), backend_for(dest.device))
+    program, backend = known
+    binds = backend.bind_elementwise is not None
     if not binds or node.last_plan is None:
         # On a backend that binds, a node's first assignment launches without a step: most are
         # built for one assignment (`y[...] = f(x)` in a loop), and binding a step's launch costs
