@@ -4,7 +4,9 @@ the host except to_host and synchronize.
 
 Per assignment the work is one dictionary lookup and one launch: the launch plan of each
 (program, shapes, strides, alignment) — kernel function, grid, the integer arguments — is cached,
-and the common all-contiguous case is recognised without reading shapes or strides.
+and the common all-contiguous case is recognised without reading shapes or strides. The launch is
+the driver's cuLaunchKernel over parameters packed in place (cuda_raw_launch: CuPy's Function call
+would convert every argument again), CuPy's call where that path refuses.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .device_memory import DeviceOutOfMemory, is_out_of_memory
 from .cuda_compile import CubinCompiler
 from .cuda_kernel import CudaKernel, scalar_converters
 from .cuda_layout import CONTIGUOUS, LaunchGeometry, flat_geometry, plan_launch
+from .cuda_raw_launch import RawLaunch
 from .program import ElementwiseProgram
 from .render_cuda import CudaSource, render_cuda
 
@@ -27,17 +30,17 @@ _MAX_LAUNCH_PLANS = 4096      # distinct (program, size/shape) plans kept before
 
 class CudaLaunch:
     """Everything about one launch that does not change between assignments."""
-    __slots__ = ("function", "grid", "block", "tail", "converters", "kernel", "geometry", "config")
+    __slots__ = ("function", "grid", "block", "tail", "kernel", "geometry", "config", "raw")
 
-    def __init__(self, function, kernel, geometry: LaunchGeometry, converters, index_type):
+    def __init__(self, function, kernel, geometry: LaunchGeometry, index_type, raw: RawLaunch):
         self.function = function
         self.kernel = kernel
         self.geometry = geometry
         self.grid = (geometry.grid,)
         self.block = (geometry.block,)
         self.tail = tuple(index_type(v) for v in geometry.runtime_args)
-        self.converters = converters
         self.config = geometry.config()
+        self.raw = raw            # the same launch through the driver's call, its parameters packed in place
 
 
 class CudaBackend:
@@ -160,8 +163,11 @@ class CudaBackend:
         known = self.kernels.get((program, geometry.layout))
         kernel = known or self.kernel(program, geometry.layout)
         function = self._function(kernel, device_id)
-        index_type = np.int64 if geometry.layout.index64 else np.int32
-        launch = CudaLaunch(function, kernel, geometry, scalar_converters(program), index_type)
+        index64 = geometry.layout.index64
+        pointers = 1 + program.relu_mask + len(program.operand_dtypes())
+        raw = RawLaunch(function.ptr, geometry.grid, geometry.block, pointers, program.scalar_dtypes,
+                        scalar_converters(program), index64, geometry.runtime_args, self._cupy)
+        launch = CudaLaunch(function, kernel, geometry, np.int64 if index64 else np.int32, raw)
         if len(self._launches) >= _MAX_LAUNCH_PLANS:
             self._launches.clear()
         self._launches[key] = launch
@@ -169,64 +175,80 @@ class CudaBackend:
             return launch, "memory", 0.0
         return launch, kernel.cache, kernel.compile_seconds
 
-    def prepare(self, program, out, inputs, scalars) -> tuple:
-        """-> (launch plan, kernel arguments, how the kernel was obtained or None when the plan was
-        cached): everything run_elementwise does short of launching. `out` must not be empty."""
-        n = out.size
+    def _plan(self, program, out, inputs) -> tuple:
+        """-> (launch plan, the device pointers of out and the inputs, how the kernel was obtained or
+        None when the plan was cached). `out` must not be empty."""
         data = out.data
-        args = [data]
-        built = None
+        ptr = data.ptr
+        pointers = [ptr]
         if out._c_contiguous:
-            bits = data.ptr
+            n = out.size
+            bits = ptr
             for a in inputs:
                 if not a._c_contiguous or a.size != n:
                     break
-                d = a.data
-                bits |= d.ptr
-                args.append(d)
+                p = a.data.ptr
+                bits |= p
+                pointers.append(p)
             else:
                 # Every operand is contiguous with the destination's shape (an input of the same size
                 # that broadcasts to it differs at most by leading 1s): no shapes or strides to read.
                 key = (program, n, not (bits & 15), data.device_id)
                 launch = self._launches.get(key)
                 if launch is None:
-                    device = data.device_id
-                    geometry = flat_geometry(program, n, [a.data.ptr for a in (out, *inputs)])
-                    launch, *built = self._prepare(key, program, geometry, device)
-                conv = launch.converters
-                for k, v in enumerate(scalars):
-                    args.append(conv[k](v))
-                args.extend(launch.tail)
-                return launch, args, built
-            args = [data]
-        key = (program, out.shape, out.strides, not (data.ptr & 15), data.device_id,
-               *[(a.shape, a.strides, not (a.data.ptr & 15)) for a in inputs])
+                    launch, *built = self._prepare(key, program, flat_geometry(program, n, pointers), data.device_id)
+                    return launch, pointers, built
+                return launch, pointers, None
+            del pointers[1:]
+        pointers += [a.data.ptr for a in inputs]
+        key = (program, out.shape, out.strides, not (ptr & 15), data.device_id,
+               *[(a.shape, a.strides, not (p & 15)) for a, p in zip(inputs, pointers[1:])])
         launch = self._launches.get(key)
+        built = None
         if launch is None:
             device = data.device_id
-            geometry = self._geometry(program, out, inputs, device)
-            launch, *built = self._prepare(key, program, geometry, device)
-        args += [a.data for a in inputs]
-        conv = launch.converters
-        for k, v in enumerate(scalars):
-            args.append(conv[k](v))
-        args.extend(launch.tail)
-        return launch, args, built
+            launch, *built = self._prepare(key, program, self._geometry(program, out, inputs, device), device)
+        return launch, pointers, built
+
+    def prepare(self, program, out, inputs, scalars) -> tuple:
+        """-> (launch plan, the arguments of CuPy's Function call, how the kernel was obtained or None
+        when the plan was cached): what a launch through CuPy's call takes. `out` must not be empty."""
+        launch, _, built = self._plan(program, out, inputs)
+        return launch, _cupy_arguments(launch, out, inputs, scalars), built
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         if out.size == 0:
             return
-        launch, args, built = self.prepare(program, out, inputs, scalars)
+        launch, pointers, built = self._plan(program, out, inputs)
         if mask is not None:
-            args.insert(1, mask.data)       # programs with a ReLU mask take it right after `out`
-        launch.function(launch.grid, launch.block, args)     # on CuPy's current stream, asynchronously
+            pointers.insert(1, mask.data.ptr)       # programs with a ReLU mask take it right after `out`
+        if not launch.raw.run(pointers, scalars):
+            # (on CuPy's current stream, asynchronously, as the raw launch)
+            launch.function(launch.grid, launch.block, _cupy_arguments(launch, out, inputs, scalars, mask))
         if launch_log.listeners:
             self._record(launch, out.size, built)
 
+    def run_flat(self, program, out, inputs, scalars):
+        """run_elementwise for inputs the caller knows to be C-contiguous and of out's shape, as is
+        out (lazytensor.plan.direct): no layout to read; the launch plan is found by program, size,
+        16-byte alignment and device, as run_elementwise finds it. A plan not made yet, a profile
+        (its records) or a launch the raw path refuses take run_elementwise."""
+        data = out.data
+        bits = ptr = data.ptr
+        pointers = [ptr]
+        for a in inputs:
+            ptr = a.data.ptr
+            bits |= ptr
+            pointers.append(ptr)
+        launch = self._launches.get((program, out.size, not (bits & 15), data.device_id))
+        if launch is None or launch_log.listeners or not launch.raw.run(pointers, scalars):
+            self.run_elementwise(program, out, inputs, scalars)
+
     def bind_elementwise(self, program, out, inputs, scalars, mask=None, memo=None):
         """-> a function that runs this assignment (run_elementwise's work) and, called again, only
-        launches: a plan's step keeps its arrays and scalars for good, so its kernel arguments are
-        built once. The first call records how the kernel was obtained, later ones 'memory'.
+        launches: a plan's step keeps its arrays and scalars for good, so its kernel parameters are
+        packed once (RawLaunch.bound), and any thread may launch them. The first call records how the
+        kernel was obtained, later ones 'memory'.
         memo: an object whose `value` keeps the launch plan for steps whose operands have the same
         shapes, strides, alignment and device (the copies of a step a plan recipe makes): the launch
         is looked up once for all."""
@@ -234,19 +256,20 @@ class CudaBackend:
             return _nothing
         if memo is not None and memo.value is not None:
             launch, built = memo.value, None
-            conv = launch.converters
-            args = [out.data, *[a.data for a in inputs], *[conv[k](v) for k, v in enumerate(scalars)], *launch.tail]
+            pointers = [out.data.ptr, *[a.data.ptr for a in inputs]]
         else:
-            launch, args, built = self.prepare(program, out, inputs, scalars)
+            launch, pointers, built = self._plan(program, out, inputs)
             if memo is not None:
                 memo.value = launch
         if mask is not None:
-            args.insert(1, mask.data)       # programs with a ReLU mask take it right after `out`
-        function, grid, block, n = launch.function, launch.grid, launch.block, out.size
+            pointers.insert(1, mask.data.ptr)       # programs with a ReLU mask take it right after `out`
+        raw, n = launch.raw, out.size
+        params = raw.bound(pointers, scalars)       # (the closure keeps out, inputs and mask: their memory)
         how = [built]
 
         def run():
-            function(grid, block, args)
+            if not raw.launch(params):
+                launch.function(launch.grid, launch.block, _cupy_arguments(launch, out, inputs, scalars, mask))
             if launch_log.listeners:
                 self._record(launch, n, how.pop() if how else None)
             elif how:
@@ -267,7 +290,8 @@ class CudaBackend:
         device = out.data.device_id
         geometry = self._geometry(program, out, inputs, device)
         kernel = self.kernel(program, geometry.layout)
-        return f"cuda kernel {kernel.name}: {describe_geometry(geometry)}\n{kernel.source}"
+        return (f"cuda kernel {kernel.name}: {describe_geometry(geometry)}; launched by the driver's cuLaunchKernel "
+                f"over parameters packed in place\n{kernel.source}")
 
     # -- reductions (kernels/cuda_reduce.py) ----------------------------------------------------
     def run_reduction(self, program, spec, out, inputs, scalars, scratch=None):
@@ -282,6 +306,12 @@ class CudaBackend:
 
 def _nothing():
     pass
+
+
+def _cupy_arguments(launch: CudaLaunch, out, inputs, scalars, mask=None) -> list:
+    """The arguments of CuPy's Function call for this launch (RawLaunch's refusals take that call)."""
+    arrays = [out.data] if mask is None else [out.data, mask.data]      # (the mask right after `out`)
+    return [*arrays, *[a.data for a in inputs], *launch.raw.converted(scalars), *launch.tail]
 
 
 def from_host(cp, a: np.ndarray):

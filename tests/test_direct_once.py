@@ -14,7 +14,7 @@ from lazytensor.plan.direct import ASSIGNED_ONCE
 def test_first_assignment_launches_unbound_then_the_step_is_bound_and_kept(monkeypatch):
     backend = backend_for("cpu")
     bound, launched = [], []
-    run_elementwise = backend.run_elementwise
+    run_elementwise, run_flat = backend.run_elementwise, backend.run_flat
 
     def bind(program, out, inputs, scalars, mask=None, memo=None):
         bound.append(program)
@@ -24,11 +24,11 @@ def test_first_assignment_launches_unbound_then_the_step_is_bound_and_kept(monke
             run_elementwise(program, out, inputs, scalars)
         return run
 
-    def unbound(program, out, inputs, scalars, mask=None):
+    def unbound(program, out, inputs, scalars):
         launched.append("unbound")
-        run_elementwise(program, out, inputs, scalars, mask)
+        run_flat(program, out, inputs, scalars)
     monkeypatch.setattr(backend, "bind_elementwise", bind, raising=False)
-    monkeypatch.setattr(backend, "run_elementwise", unbound)
+    monkeypatch.setattr(backend, "run_flat", unbound)
     x = np.array([1.0, -0.0, 2.5, -3.0], np.float32)
     a, b = lt.asarray(x, device="cpu"), lt.asarray(x[::-1].copy(), device="cpu")
     y, z = lt.empty((4,), np.float32, device="cpu"), lt.empty((4,), np.float32, device="cpu")

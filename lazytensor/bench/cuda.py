@@ -156,7 +156,7 @@ def _dispatch_case(cp, lt, torch, notes) -> dict:
     def eager():
         cp.maximum((arrays[0] + arrays[1]) * arrays[2] + 5 * arrays[3], 0, out=out)
 
-    # The bare launch of the very kernel and arguments lazytensor runs: what remains is Python around it.
+    # CuPy's Function call of the very kernel and arguments lazytensor runs (its launch until issue 16).
     from lazytensor.plan.lower import lower
     program, inputs, scalars = lower(expr, np.dtype(np.float32))
     launch, args, _ = y.backend.prepare(program, y.data, inputs, scalars)
@@ -164,10 +164,17 @@ def _dispatch_case(cp, lt, torch, notes) -> dict:
     def bare():
         launch.function(launch.grid, launch.block, args)
 
+    # The launch lazytensor makes (kernels/cuda_raw_launch.py): the parameters written, then the
+    # driver's call; and the driver's call alone, over parameters already written.
+    raw, pointers = launch.raw, [y.data.data.ptr, *[a.data.ptr for a in inputs]]
+    raw.run(pointers, scalars)
+
     row = {"case": "4. dispatch, 1024 elements (host us per call)",
            "lazytensor": _host_us(cp, assign_new_expression),
            "lazytensor, expression built once": _host_us(cp, assign_built_expression),
-           "bare launch of the same kernel": _host_us(cp, bare),
+           "bare launch of the same kernel (CuPy's call)": _host_us(cp, bare),
+           "raw launch of the same kernel (parameters packed, cuLaunchKernel)": _host_us(cp, lambda: raw.run(pointers, scalars)),
+           "cuLaunchKernel alone (parameters written before)": _host_us(cp, lambda: raw.launch(raw.params)),
            "CuPy eager": _host_us(cp, eager),
            "cupy.fuse": _host_us(cp, lambda: fused(*arrays))}
     if torch is not None:

@@ -211,8 +211,9 @@ def run_interactive_bench(print_fn=print) -> Table:
 def run_interactive_cuda_bench(print_fn=print, rounds: int = 3) -> dict:
     """`bench --device cuda --suite interactive`: the host's side of a small call on CUDA. The 5-op
     expression on 1024 float32 elements, built per call and assigned (target: no slower than
-    cupy.fuse in the same run), with its peers: built once, the bare launch of the same kernel,
-    CuPy eager, cupy.fuse (bench/cuda.py's dispatch case, without torch.compile). Host us per call,
+    cupy.fuse in the same run), with its peers: built once, CuPy's call of the same kernel (the bare
+    launch), lazytensor's own launch of it (parameters packed, then cuLaunchKernel) and the driver's
+    call alone, CuPy eager, cupy.fuse (bench/cuda.py's dispatch case, without torch.compile). Host us per call,
     the least of `rounds` rounds of 3000 calls each, the rounds run in turns."""
     import cupy as cp
     from lazytensor.bench.cuda import _dispatch_case

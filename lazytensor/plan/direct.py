@@ -7,9 +7,9 @@ The planner makes a plan of ONE FusedElementwise step for an elementwise express
 that step is always the same: the program found by e's structure id (lower's common case, one
 dict lookup) over the leaves' arrays in order and e's scalars, with flat indexing. This module
 checks exactly these conditions on every call and launches that step without planning it (on
-small arrays planning costs several times what the kernel does; issue 16, part 2): on the CPU
-through the backend's `run_flat`, without a step object or layout tests; on CUDA as the step
-itself, which the expression keeps from its second assignment on, so that assigning it again
+small arrays planning costs several times what the kernel does; issue 16, part 2): through the
+backend's `run_flat`, without a step object or layout tests; on CUDA, from the expression's second
+assignment on, as the step itself, which the expression keeps, so that assigning it again
 relaunches the step's bound launch (the first launches without a step: most nodes are assigned once).
 Anything else is planned. lt.explain says whether an assignment takes this path and, if not,
 which condition failed.
@@ -62,15 +62,15 @@ def assign(node, dest):
             _known.clear()
         known = _known[key] = (tree_program(node, dest.dtype), backend_for(dest.device))
     program, backend = known
-    if backend.bind_elementwise is None:
+    binds = backend.bind_elementwise is not None
+    if not binds or node.last_plan is None:
+        # On a backend that binds, a node's first assignment launches without a step: most are
+        # built for one assignment (`y[...] = f(x)` in a loop), and binding a step's launch costs
+        # more than the launch's own preparation. The second assignment of the same node binds the
+        # step, which it then keeps.
         backend.run_flat(program, dest.data, arrays, node.scalars)
-        return ()
-    if node.last_plan is None:
-        # A node's first assignment launches without a step: most are built for one assignment
-        # (`y[...] = f(x)` in a loop), and binding a step's launch costs more than the launch's own
-        # preparation. The second assignment of the same node binds the step, which it then keeps.
-        backend.run_elementwise(program, dest.data, arrays, node.scalars)
-        node.last_plan = ASSIGNED_ONCE
+        if binds:
+            node.last_plan = ASSIGNED_ONCE
         return ()
     step = steps.FusedElementwise(backend, program, dest.data, arrays, list(node.scalars))
     step.run()

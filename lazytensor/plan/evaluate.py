@@ -50,10 +50,11 @@ def assign(dest: Tensor, value, what: str = "assign", private=(), held=True) -> 
     if (type(value) is Expr and not readers and value.last_plan is None and value.result is None
             and not value.heavy and value.epoch == RESULTS[0] and value.shape == dest.shape
             and value.dtype == dest.dtype and value.device == dest.device
-            and getattr(dest.data.flags, "writeable", True)):
+            and (dest.device == "cuda" or getattr(dest.data.flags, "writeable", True))):
         # _assign's and _write's common case, inline (`y[...] = e` built per call, on small arrays
         # the calls around the kernel are most of its time): nothing reads dest's memory, and e is
-        # settled, never planned, elementwise and of dest's shape, dtype and device.
+        # settled, never planned, elementwise and of dest's shape, dtype and device. (A CuPy array
+        # is never read-only, and CuPy builds its flags object on each access.)
         if direct.assign(value, dest) is not None:
             readers.version += 1
             return
