@@ -2,8 +2,10 @@
 
 CuPy's Function call converts every argument on every call (cupy/cuda/function.pyx, `_launch`): an
 object per device pointer, a CScalar per scalar (its NumPy type resolved again), a vector of their
-addresses, then a check that the thread has a context. For a small elementwise kernel that costs
-about as much host time as the driver's launch itself. Here a launch plan's parameters are laid out
+addresses, then a check that the thread has a context; and its arguments are objects built per call
+(device memory pointers, scalars converted to NumPy types). For the 5-op kernel of issue 16 on the
+H200 host: 2.0 us to build the arguments and 5.2 for CuPy's call, where the driver's call alone
+takes 3.9; the launch here takes 4.4 with the packing. Here a launch plan's parameters are laid out
 once: an 8-byte slot per kernel parameter in one buffer (every parameter type is at most 8 bytes),
 the parameters that never change for the plan (its geometry's integers) written there once, and the
 `void*[]` of the slots' addresses that cuLaunchKernel reads as `kernelParams`. A call writes the
