@@ -182,7 +182,14 @@ def test_scalar_types_and_signed_zeros_of_one_structure():
         _same(lt.evaluate(i * s).numpy(), np.array([1, -2, 3, 0], np.int8) * s, repr(s))
 
 
-def test_the_direct_path_leaves_strided_broadcast_and_aliased_operands_to_the_planner():
+@pytest.fixture
+def cpu_by_default(monkeypatch):
+    """Tensors made without a device are CPU tensors, also where the default device is CUDA: these
+    tests check the CPU backend's paths."""
+    monkeypatch.setenv("LAZYTENSOR_DEVICE", "cpu")
+
+
+def test_the_direct_path_leaves_strided_broadcast_and_aliased_operands_to_the_planner(cpu_by_default):
     from lazytensor.plan.direct import direct_refusal
     base = np.arange(8, dtype=np.float32)
     a, b = lt.asarray(base[:4].copy()), lt.asarray(base[4:].copy())
@@ -212,7 +219,7 @@ def test_the_direct_path_leaves_strided_broadcast_and_aliased_operands_to_the_pl
     assert "dispatch: planned on every call (a tensor is read twice" in lt.explain(a * a, out=y, source=False)
 
 
-def test_the_direct_path_keeps_its_step_where_the_backend_binds_launches(monkeypatch):
+def test_the_direct_path_keeps_its_step_where_the_backend_binds_launches(cpu_by_default, monkeypatch):
     """On a backend that binds a step's launch (CUDA), the direct path runs the step itself and the
     expression keeps it: assigned again, the bound launch runs. Here the CPU backend stands in."""
     backend = backend_for("cpu")
@@ -261,7 +268,7 @@ def test_the_direct_path_on_cuda():
 
 # -- a full reduction of a CPU tensor read as a Python scalar (lazytensor.plan.host_scalar) ----------
 
-def test_host_scalars_of_full_reductions_match_numpy_and_keep_their_values():
+def test_host_scalars_of_full_reductions_match_numpy_and_keep_their_values(cpu_by_default):
     rng = np.random.default_rng(3)
     host = rng.standard_normal((6, 7)).astype(np.float32)
     for x_host in (host, host[:, ::2], host.T, host[0]):     # contiguous or not: the same values
