@@ -132,13 +132,18 @@ _SPECS = [
     OpSpec("square", 1, np.square, ufunc_rule(np.square),
            c={"b": "({0} && {0})", "i": _WRAP.replace("{op}", "*").replace("{1}", "{0}"), "*": "({0} * {0})"},
            py={"b": "({0} and {0})", "*": "({0} * {0})"}),
-    # Floats: NaN propagates; on a tie (-0.0 vs 0.0) the second operand wins, as in NumPy.
+    # Floats: NaN propagates; on a tie (-0.0 vs 0.0) the second operand wins, as in NumPy's float32
+    # and float64 loops, and the first in float16, as in NumPy's float16 loop.
     OpSpec("maximum", 2, np.maximum, ufunc_rule(np.maximum),
-           c={"b": "({0} || {1})", "f": "(({0} > {1} || {0} != {0}) ? {0} : {1})", "*": "({0} >= {1} ? {0} : {1})"},
-           py={"b": "({0} or {1})", "f": "({0} if ({0} > {1} or {0} != {0}) else {1})", "*": "({0} if {0} >= {1} else {1})"}),
+           c={"b": "({0} || {1})", "f16": "(({0} >= {1} || {0} != {0}) ? {0} : {1})",
+              "f": "(({0} > {1} || {0} != {0}) ? {0} : {1})", "*": "({0} >= {1} ? {0} : {1})"},
+           py={"b": "({0} or {1})", "f16": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
+               "f": "({0} if ({0} > {1} or {0} != {0}) else {1})", "*": "({0} if {0} >= {1} else {1})"}),
     OpSpec("minimum", 2, np.minimum, ufunc_rule(np.minimum),
-           c={"b": "({0} && {1})", "f": "(({0} < {1} || {0} != {0}) ? {0} : {1})", "*": "({0} <= {1} ? {0} : {1})"},
-           py={"b": "({0} and {1})", "f": "({0} if ({0} < {1} or {0} != {0}) else {1})", "*": "({0} if {0} <= {1} else {1})"}),
+           c={"b": "({0} && {1})", "f16": "(({0} <= {1} || {0} != {0}) ? {0} : {1})",
+              "f": "(({0} < {1} || {0} != {0}) ? {0} : {1})", "*": "({0} <= {1} ? {0} : {1})"},
+           py={"b": "({0} and {1})", "f16": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
+               "f": "({0} if ({0} < {1} or {0} != {0}) else {1})", "*": "({0} if {0} <= {1} else {1})"}),
     _compare("equal", "=="), _compare("not_equal", "!="), _compare("less", "<"),
     _compare("less_equal", "<="), _compare("greater", ">"), _compare("greater_equal", ">="),
     OpSpec("bitwise_and", 2, np.bitwise_and, ufunc_rule(np.bitwise_and), symbol="&",

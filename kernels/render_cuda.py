@@ -93,8 +93,8 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
             if len(set(kinds)) == 1:
                 kinds = kinds[0]
             loop_t = REGISTER[dtypes[args[0]]]
-            snippet = OPS[op].snippet("c", kinds)
             bits = dtypes[args[0]].itemsize * 8
+            snippet = OPS[op].snippet("c", kinds, bits)
             rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, U=UNSIGNED.get(loop_t, loop_t),
                                          N=bits), dtype)
         lines.append(f"const {REGISTER[dtype]} v{vid} = {rhs};")
