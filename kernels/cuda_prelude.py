@@ -10,6 +10,8 @@ Integer values of 8 and 16 bits are held in int / unsigned int registers by the 
 (see kernels/render_cuda.py), so the templates are instantiated for 32 and 64 bits in practice; the
 traits cover every width all the same.
 """
+from .ops import HALF_NEXTAFTER_EQUAL_GIVES_Y
+
 
 # FLOOR_DIVIDE_OUT_OF_LINE: inlined, lt_floordiv_f and lt_mod_f were most of NVRTC's work for a
 # kernel using them: bench_cuda's first-use kernel (issue #3; one float32 // and %, each in 4 vector
@@ -196,19 +198,20 @@ __device__ __forceinline__ float lt_round_f16(T x) { return __half2float(__float
 """
 
 
-# NumPy's npy_half_nextafter: equal operands give x (C's nextafter gives y: they differ for
-# nextafter(0.0, -0.0)), zero steps to the smallest subnormal toward y, else one step of the bits.
+# NumPy's float16 nextafter: equal operands give x up to NumPy 2.4 (npy_half_nextafter), y from 2.5
+# on, as C's (they differ for nextafter(0.0, -0.0): ops.HALF_NEXTAFTER_EQUAL_GIVES_Y, the installed
+# NumPy's), zero steps to the smallest subnormal toward y, else one step of the bits.
 FLOAT16_NEXTAFTER = r"""
 template <>
 __device__ __forceinline__ float lt_nextafter<16, float>(float x, float y) {
     if (x != x || y != y) return x + y;
-    if (x == y) return x;
+    if (x == y) return {equal};
     if (x == 0.0f) return copysignf(5.9604644775390625e-08f, y);
     unsigned short h = __half_as_ushort(__float2half_rn(x));
     h = ((y > x) == (x > 0.0f)) ? (unsigned short)(h + 1) : (unsigned short)(h - 1);
     return __half2float(__ushort_as_half(h));
 }
-"""
+""".replace("{equal}", "y" if HALF_NEXTAFTER_EQUAL_GIVES_Y else "x")
 
 
 def prelude(float16: bool) -> str:

@@ -188,15 +188,16 @@ def lt_logaddexp2(x, y):
 
 
 @_inline
-def lt_nextafter(x, y, bits):
+def lt_nextafter(x, y, bits, equal_gives_y=False):
     """np.nextafter of a loop dtype `bits` wide: float16 values (held in float32) step to the
-    neighbouring half as npy_half_nextafter does (equal operands give x, not y as C's)."""
+    neighbouring half as npy_half_nextafter does; equal operands give x (NumPy up to 2.4) or, with
+    equal_gives_y, y (NumPy 2.5, as C's: kernels.ops.HALF_NEXTAFTER_EQUAL_GIVES_Y)."""
     if bits != 16:
         return np.nextafter(x, y)
     if x != x or y != y:
         return x + y
     if x == y:
-        return x
+        return y if equal_gives_y else x
     if x == 0:
         return np.float32(math.copysign(5.960464477539063e-08, y))
     h = np.int64(lt_f2h(x))

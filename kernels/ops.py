@@ -20,6 +20,13 @@ from typing import Callable
 import numpy as np
 
 
+# NumPy's float16 nextafter of equal operands (nextafter(0.0, -0.0)): x up to NumPy 2.4
+# (npy_half_nextafter), y from 2.5 on (C's nextafter, as its float32 and float64 loops give). The
+# kernels follow the installed NumPy, as the interpreter tier does (it runs NumPy's loop); the choice
+# is part of each kernel's text, so a kernel cached under another NumPy is not reused.
+HALF_NEXTAFTER_EQUAL_GIVES_Y = bool(np.signbit(np.nextafter(np.float16(0.0), np.float16(-0.0))))
+
+
 @dataclass(frozen=True)
 class OpSpec:
     name: str
@@ -248,9 +255,11 @@ _SPECS += [
            py={"f": _logaddexp_py("0.6931471805599453", "1.0", "math.exp({d})")}),
     OpSpec("logaddexp2", 2, np.logaddexp2, ufunc_rule(np.logaddexp2), c={"f": "lt_logaddexp2({0}, {1})"},
            py={"f": _logaddexp_py("1.0", "1.4426950408889634", "2.0 ** ({d})")}),
-    # C's nextafter for float32/float64; float16 steps to the neighbouring half (a helper of its own).
+    # C's nextafter for float32/float64; float16 steps to the neighbouring half (a helper of its own),
+    # equal operands giving what the installed NumPy's float16 loop gives (HALF_NEXTAFTER_EQUAL_GIVES_Y).
     OpSpec("nextafter", 2, np.nextafter, ufunc_rule(np.nextafter),
-           c={"f": "lt_nextafter<{N}>({0}, {1})"}, py={"f": "lt_nextafter({0}, {1}, {N})"}),
+           c={"f": "lt_nextafter<{N}>({0}, {1})"},
+           py={"f16": f"lt_nextafter({{0}}, {{1}}, 16, {HALF_NEXTAFTER_EQUAL_GIVES_Y})", "f": "lt_nextafter({0}, {1}, {N})"}),
     # fmod: the remainder with the dividend's sign (C's); x fmod 0 and MIN fmod -1 are 0, as NumPy gives.
     OpSpec("fmod", 2, np.fmod, ufunc_rule(np.fmod),
            c={"i": "lt_fmod_i({0}, {1})", "u": "lt_mod_u({0}, {1})", "f": "fmod({0}, {1})"},
