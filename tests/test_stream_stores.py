@@ -18,6 +18,7 @@ from lazytensor.kernels.program import Layout, program_for
 from lazytensor.kernels.render_numba import render_numba
 
 BLOCK = stream_stores.STREAM_BLOCK
+CHUNKS = stream_stores.STREAM_CHUNKS
 
 
 def placed(n: int, dtype, offset: int) -> np.ndarray:
@@ -57,6 +58,30 @@ def test_gradients_stream_bit_for_bit_as_the_ordinary_kernel(n, offset):
         assert "kernel_stream (numba parallel, streaming stores" in text
         ordinary = [placed(n, np.float32, offset) for _ in range(4)]
         assert "ordinary stores: results of" in assign(ordinary, grads, 1 << 62, mp)
+    for got, want in zip(streamed, ordinary):
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.one_of(st.integers(8, 4 * BLOCK + 40), st.integers(2 * CHUNKS * BLOCK, 3 * CHUNKS * BLOCK)),   # (several blocks a chunk)
+       st.integers(0, 7), st.booleans())
+def test_any_length_and_offset_streams_every_element_as_the_ordinary_kernel(n, offset, flat):
+    """Drawn lengths and offsets, on both renderings of kernel_stream: the flat one (a * b + 1 and a - b,
+    1-D operands of one shape) and the 1-D one with a broadcast operand (the gradients, whose seed is
+    broadcast). The elements before the first 32-byte boundary, the whole blocks split between the
+    threads (one or several a chunk) and the elements after the last whole block together write every
+    element (destinations start NaN) with the ordinary kernel's bits."""
+    if flat:
+        rng = np.random.default_rng(n)
+        a, b = (lt.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
+        exprs = [a * b + 1, a - b]
+    else:
+        _, exprs = gradients(n, offset)
+    with pytest.MonkeyPatch.context() as mp:
+        streamed = [placed(n, np.float32, offset) for _ in exprs]
+        assert "kernel_stream (numba parallel, streaming stores" in assign(streamed, exprs, 0, mp)
+        ordinary = [placed(n, np.float32, offset) for _ in exprs]
+        assert "ordinary stores: results of" in assign(ordinary, exprs, 1 << 62, mp)
     for got, want in zip(streamed, ordinary):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
