@@ -1,6 +1,6 @@
 """Streaming (non-temporal) stores for generated numba kernels: `kernel_stream` (kernels/render_numba.py)
-computes a block of results into small buffers, then copies each buffer to its destination with
-these stores.
+computes a block of results into small buffers on the stack (lt_block_buffer), then copies each buffer
+to its destination with these stores (lt_stream_copy).
 
 Why: an ordinary store to a line that is not in the cache first reads the line from memory (write
 allocate), so a kernel writing 4 arrays it does not read moves 4 reads + 4 allocating reads + 4
@@ -10,7 +10,13 @@ switches to streaming stores above a fraction of the last-level cache. numba has
 LLVM's loop vectorizer widens a non-temporal scalar store only when its alignment allows the wide
 one: hence the copy is written here as explicit 32-byte vectors, whose alignment the launcher
 guarantees (kernels/stream_stores.py), and the computing loop keeps its ordinary, vectorized stores
-into an L1-resident buffer.
+into an L1-resident buffer. The stores stay out of the computing loop itself: written there (a scalar
+store with `!nontemporal` and `align 32`, which the vectorizer then widens), the gradients of
+sum(tanh(a*b+c)*d) ran 8x slower here, their loads stalled behind the streaming stores (README).
+
+The buffers are stack memory (an alloca), which LLVM knows aliases none of the kernel's arguments:
+numba's heap arrays (np.empty) made every block's loop check at run time, 4 buffers against 4 inputs,
+that they do not overlap.
 
 Streaming stores are weakly ordered: each thread ends its share with a fence (lt_store_fence) before
 the parallel region's join publishes the results.
@@ -23,6 +29,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 VECTOR_BYTES = 32       # one AVX store; the destination offsets the launcher picks are multiples of it
 
@@ -54,6 +61,29 @@ def lt_stream_copy(typingctx, dst, start, src):
             store.set_metadata("nontemporal", nontemporal)
         return context.get_dummy_value()
     return types.none(dst, start, src), codegen
+
+
+@intrinsic
+def lt_block_buffer(typingctx, like, size):
+    """A C-contiguous array of `size` (a literal) elements of like's dtype in the calling function's stack
+    frame, 32-byte aligned; each call site has its own, and the same one on every execution."""
+    if not (isinstance(like, types.Array) and isinstance(size, types.IntegerLiteral)):
+        return None
+    count = size.literal_value
+    array_t = types.Array(like.dtype, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        element = context.get_data_type(like.dtype)
+        with builder.goto_entry_block():
+            data = builder.alloca(element, size=ir.Constant(ir.IntType(64), count))
+            data.align = VECTOR_BYTES
+        intp = context.get_value_type(types.intp)
+        itemsize = ir.Constant(intp, context.get_abi_sizeof(element))
+        array = context.make_array(array_t)(context, builder)
+        populate_array(array, data=data, shape=[ir.Constant(intp, count)], strides=[itemsize],
+                       itemsize=itemsize, meminfo=None)
+        return array._getvalue()
+    return array_t(like, size), codegen
 
 
 @intrinsic

@@ -31,7 +31,7 @@ JIT = "@njit(parallel={parallel}, cache=True, error_model='numpy', boundscheck=F
 # import line, renames the kernels using them when it changes (numba's cache checks only the kernel's
 # own module).
 with open(os.path.join(os.path.dirname(__file__), "numba_stream.py"), "rb") as _stream:
-    STREAM_IMPORT = ("from lazytensor.kernels.numba_stream import lt_store_fence, lt_stream_copy  # "
+    STREAM_IMPORT = ("from lazytensor.kernels.numba_stream import lt_block_buffer, lt_store_fence, lt_stream_copy  # "
                      + hashlib.sha1(_stream.read()).hexdigest()[:12])
 
 
@@ -160,50 +160,54 @@ def render_numba(program: ElementwiseProgram, layout: Layout) -> str:
 
 
 def _render_stream(program, layout, params, prologue) -> list[str]:
-    """kernel_stream(..., head_): the body over blocks of STREAM_BLOCK elements, computed into
-    buffers with ordinary (vectorized) stores, each buffer then copied to its output with streaming
-    stores (kernels/numba_stream.py). Block 0 is [0, head_), the elements before every output's first
-    32-byte boundary; it and the last, partial block are copied with ordinary stores."""
+    """kernel_stream(..., head_): from element head_ (where every output reaches a 32-byte boundary)
+    on, the whole blocks of STREAM_BLOCK elements, split in chunks between the threads: each block is
+    computed with ordinary (vectorized) stores into buffers on the stack, then copied to its outputs
+    with streaming stores (kernels/numba_stream.py). The elements before head_ and after the last
+    whole block are computed afterwards, by one serial loop with ordinary stores."""
     n_in = program.n_inputs
     stores = program.stores()
     if layout.flat:
         outs = ["o"] + [f"o{k}" for k in range(1, len(stores))]
         varying = list(range(n_in))
         whole = [f"x{i}" for i in range(n_in)]
-
-        def element(i):
-            return f"y{i}_[j_]"
     else:
         outs = ["out"] + [output_name(k) for k in range(1, len(stores))]
         varying = [i for i in range(n_in) if layout.masks[i] == (True,)]
         whole = [f"in{i}" for i in range(n_in)]
 
+    def element_from(arrays):
         def element(i):
             if i in varying:
-                return f"y{i}_[j_]"
+                return f"{arrays[i]}[i_]"
             return f"in{i}[0]" if layout.masks[i] else f"e{i}"
+        return element
     block = STREAM_BLOCK
     lines = [JIT.format(parallel=True), f"def kernel_stream({', '.join(params + ['head_'])}):"]
     lines += ["    " + line for line in prologue]
     lines += [f"    n_ = {outs[0]}.shape[0]",
-              f"    nblocks_ = 1 + (n_ - head_ + {block - 1}) // {block}",
+              f"    nblocks_ = (n_ - head_) // {block}",
               f"    nchunks_ = min(nblocks_, {STREAM_CHUNKS})",
-              "    for c_ in prange(nchunks_):"]
-    lines += [f"        b{k}_ = np.empty_like({name}[:{block}])" for k, name in enumerate(outs)]
-    lines += ["        for blk_ in range(c_ * nblocks_ // nchunks_, (c_ + 1) * nblocks_ // nchunks_):",
-              f"            lo_ = 0 if blk_ == 0 else head_ + (blk_ - 1) * {block}",
-              f"            hi_ = head_ if blk_ == 0 else min(lo_ + {block}, n_)"]
-    lines += [f"            y{i}_ = {whole[i]}[lo_:hi_]" for i in varying]
-    lines.append("            for j_ in range(hi_ - lo_):")
-    lines += ["                " + line for line in body_lines(program, element)]
+              "    for c_ in prange(nchunks_):",
+              f"        lo_ = head_ + c_ * nblocks_ // nchunks_ * {block}",
+              f"        hi_ = head_ + (c_ + 1) * nblocks_ // nchunks_ * {block}"]
+    lines += [f"        y{i}_ = {whole[i]}[lo_:hi_]" for i in varying]
+    lines += [f"        b{k}_ = lt_block_buffer({name}, {block})" for k, name in enumerate(outs)]
+    # (a constant trip count: the vectorized loop has no remainder to handle)
+    lines += [f"        for blk_ in range((hi_ - lo_) // {block}):",
+              f"            for j_ in range({block}):",
+              f"                i_ = blk_ * {block} + j_"]
+    lines += ["                " + line for line in body_lines(program, element_from({i: f"y{i}_" for i in varying}))]
     lines += [f"                b{k}_[j_] = {store_expr(f'v{vid}', dtype)}" for k, (vid, dtype) in enumerate(stores)]
-    lines.append(f"            if hi_ - lo_ == {block}:")
-    lines += [f"                lt_stream_copy({name}, lo_, b{k}_)" for k, name in enumerate(outs)]
-    lines.append("            else:")
-    lines += [f"                {name}[lo_:hi_] = b{k}_[:hi_ - lo_]" for k, name in enumerate(outs)]
-    lines += ["        lt_store_fence()", ""]
+    lines += [f"            lt_stream_copy({name}, lo_ + blk_ * {block}, b{k}_)" for k, name in enumerate(outs)]
+    lines += ["        lt_store_fence()",
+              f"    tail_ = head_ + nblocks_ * {block}",
+              "    for e_ in range(head_ + n_ - tail_):",
+              "        i_ = e_ if e_ < head_ else e_ - head_ + tail_"]
+    lines += ["        " + line for line in body_lines(program, element_from(whole))]
+    lines += [f"        {name}[i_] = {store_expr(f'v{vid}', dtype)}" for name, (vid, dtype) in zip(outs, stores)]
+    lines.append("")
     return lines
-
 
 
 def _render_with_mask(program, layout, params, prologue, body, result) -> str:

@@ -18,6 +18,7 @@ from lazytensor.kernels.program import Layout, program_for
 from lazytensor.kernels.render_numba import render_numba
 
 BLOCK = stream_stores.STREAM_BLOCK
+CHUNKS = stream_stores.STREAM_CHUNKS
 
 
 def placed(n: int, dtype, offset: int) -> np.ndarray:
@@ -61,6 +62,30 @@ def test_gradients_stream_bit_for_bit_as_the_ordinary_kernel(n, offset):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.one_of(st.integers(8, 4 * BLOCK + 40), st.integers(2 * CHUNKS * BLOCK, 3 * CHUNKS * BLOCK)),   # (several blocks a chunk)
+       st.integers(0, 7), st.booleans())
+def test_any_length_and_offset_streams_every_element_as_the_ordinary_kernel(n, offset, flat):
+    """Drawn lengths and offsets, on both renderings of kernel_stream: the flat one (a * b + 1 and a - b,
+    1-D operands of one shape) and the 1-D one with a broadcast operand (the gradients, whose seed is
+    broadcast). The elements before the first 32-byte boundary, the whole blocks split between the
+    threads (one or several a chunk) and the elements after the last whole block together write every
+    element (destinations start NaN) with the ordinary kernel's bits."""
+    if flat:
+        rng = np.random.default_rng(n)
+        a, b = (lt.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
+        exprs = [a * b + 1, a - b]
+    else:
+        _, exprs = gradients(n, offset)
+    with pytest.MonkeyPatch.context() as mp:
+        streamed = [placed(n, np.float32, offset) for _ in exprs]
+        assert "kernel_stream (numba parallel, streaming stores" in assign(streamed, exprs, 0, mp)
+        ordinary = [placed(n, np.float32, offset) for _ in exprs]
+        assert "ordinary stores: results of" in assign(ordinary, exprs, 1 << 62, mp)
+    for got, want in zip(streamed, ordinary):
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.bool_])
 def test_other_dtypes_and_several_outputs_stream(dtype, monkeypatch):
     """A flat 2-D layout writing an output of `dtype` and a float32 one: the streamed values equal
@@ -100,7 +125,8 @@ def test_small_results_stay_in_the_cache():
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
 def test_the_stream_kernel_vectorizes_and_stores_non_temporally():
     """kernel_stream's block loop keeps packed float32 arithmetic, and its copies are streaming
-    32-byte stores (vmovntdq / vmovntps), each thread's ended by sfence."""
+    32-byte stores (vmovntdq / vmovntps), each thread's ended by sfence. Its buffers are on the stack:
+    it allocates nothing (heap buffers made every block check at run time that they overlap no input)."""
     import numba
     f32 = np.dtype(np.float32)
     program = program_for((("load", f32, 0), ("load", f32, 1), ("multiply", f32, 0, 1), ("tanh", f32, 2)), 2, (), f32)
@@ -114,6 +140,7 @@ def test_the_stream_kernel_vectorizes_and_stores_non_temporally():
     assert "vmovntdq" in asm or "vmovntps" in asm
     assert "sfence" in asm
     assert "vmulps" in asm and "ymm" in asm
+    assert "NRT_MemInfo_alloc" not in asm
 
 
 def test_the_direct_path_streams_too(monkeypatch):
