@@ -383,11 +383,11 @@ def test_cbr_block_train_then_eval(device, dtype):
 # -- the apply + ReLU + mask kernel on outputs large enough for the parallel CPU kernel ------------
 
 @pytest.mark.parametrize("dtype", [F32, F16], ids=["float32", "float16"])
-@pytest.mark.parametrize("x_shape, k", [((2, 64, 64, 8), 8),      # slices of a multiple of 8: parallel
+@pytest.mark.parametrize("x_shape, k", [((2, 64, 128, 8), 8),     # slices of a multiple of 8: parallel
                                         ((3, 61, 61, 7), 7)],     # 26047-element slices: the serial kernel
                          ids=["aligned-slices", "odd-slices"])
 def test_mask_on_large_outputs(x_shape, k, dtype):
-    """>= 2^16 elements take the multi-threaded CPU kernel, which writes the mask a slice at a time."""
+    """>= 2^17 elements take the multi-threaded CPU kernel, which writes the mask a slice at a time."""
     case = dict(x_shape=x_shape, w_shape=(k, 1, 1, x_shape[3]), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 momentum=0.1, eps=1e-5, seed=11)
     x_np, w_np, g_np, b_np, rm_np, rv_np = operands(case, dtype)

@@ -364,7 +364,7 @@ NP_TEMPLATES = [lambda x, y: x, lambda x, y: x + y, lambda x, y: x * np.float32(
 def test_in_place_results_over_shared_tensors_parallel_kernels(dest_order, count, forms):
     """Destinations that are the very tensors the expressions read, at the same index, with arrays
     large enough for numba's parallel loop: NumPy with every right side computed first is the oracle."""
-    n = (1 << 16) + 7
+    n = (1 << 17) + 7
     pool_np = [_f32(n, seed=30 + k) for k in range(3)]
     pool = [lt.asarray(x.copy()) for x in pool_np]
     pairs, expected = [], [x.copy() for x in pool_np]

@@ -1,5 +1,5 @@
 """A 0-d input (a full reduction's result, a 0-d tensor) in a kernel large enough for numba's
-parallel loop (2^16 elements or more) over an array of higher rank: the compiled kernels read it once
+parallel loop (2^17 elements or more) over an array of higher rank: the compiled kernels read it once
 before the loop (inside a parallel loop numba takes a 0-d array for a scalar, and `in0[()]` failed to
 compile), for elementwise kernels and reductions, against NumPy."""
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 import lazytensor as lt
 
-SHAPES = [(512, 160), (64, 64, 4, 5)]
+SHAPES = [(512, 320), (64, 64, 4, 10)]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
