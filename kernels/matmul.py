@@ -7,13 +7,31 @@ import numpy as np
 from . import launch_log
 from .cublas_gemm import run_gemm
 
+# kernels/matmul_f16_cpu.py's threshold, here so that importing this module does not import numba.
+FLOAT16_KERNEL_MIN_WORK = 1 << 28
+
+
+def cpu_float16_kernel(a, b) -> bool:
+    """Whether a float16 product on the CPU runs in kernels/matmul_f16_cpu.py (NumPy's numbers, fast)
+    rather than in NumPy's own float16 loop (small products, where a first compile would cost more)."""
+    if a.dtype != np.float16:
+        return False
+    n = a.shape[-2] if a.ndim > 1 else 1
+    m = b.shape[-1] if b.ndim > 1 else 1
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return int(np.prod(batch, dtype=np.int64)) * n * a.shape[-1] * m >= FLOAT16_KERNEL_MIN_WORK
+
 
 def run_matmul(backend: str, a, b, out, gemm=None) -> None:
     """out[...] = a @ b, np.matmul's semantics; a, b and out share one dtype (the planner casts).
     gemm: on CUDA, cuBLAS's arguments for these arrays (lazytensor.kernels.cublas_gemm), which
     takes no memory during the call; None: cupy.matmul."""
     if backend == "cpu":
-        np.matmul(a, b, out=out)
+        if cpu_float16_kernel(a, b):
+            from .matmul_f16_cpu import matmul_f16     # numba, imported on first use
+            matmul_f16(a, b, out)
+        else:
+            np.matmul(a, b, out=out)
     elif gemm is not None:
         run_gemm(gemm, a, b, out)
     else:
@@ -24,4 +42,4 @@ def run_matmul(backend: str, a, b, out, gemm=None) -> None:
             out[...] = cupy.matmul(a, b)
     if launch_log.listeners:
         launch_log.record(launch_log.KernelRecord("matmul", backend, "matmul", int(out.size), "memory", 0.0,
-                                                  "BLAS" if backend == "cpu" else "cuBLAS" if gemm is not None else "cupy.matmul"))
+                                                  ("float16 kernel" if cpu_float16_kernel(a, b) else "BLAS") if backend == "cpu" else "cuBLAS" if gemm is not None else "cupy.matmul"))

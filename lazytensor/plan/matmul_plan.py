@@ -14,7 +14,7 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr, apply
 from lazytensor.kernels.cublas_gemm import arguments_for
 from lazytensor.kernels.cublaslt_gemm import bgrad_kind, bgrad_refusal, epilogue_refusal, run_epilogue_gemm
-from lazytensor.kernels.matmul import run_matmul
+from lazytensor.kernels.matmul import cpu_float16_kernel, run_matmul
 from lazytensor.plan import matmul_epilogue
 from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, elementwise_steps, materialized, may_overlap
 
@@ -50,7 +50,10 @@ class MatmulStep:
         return f"cupy.matmul may allocate inside the call (cuBLAS is not called directly for {self.why})"
 
     def describe(self, source: bool = True) -> str:
-        if self.backend.name == "cpu":
+        if self.backend.name == "cpu" and cpu_float16_kernel(self.a, self.b):
+            how = ("float16 kernel (NumPy has no float16 BLAS; float32 sums in NumPy's order, rounded once: "
+                   "NumPy's numbers)")
+        elif self.backend.name == "cpu":
             how = "NumPy matmul (BLAS)"
         elif self.gemm is not None:
             how = f"cuBLAS {'strided batched ' if self.gemm.batch > 1 else ''}GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
