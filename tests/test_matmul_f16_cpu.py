@@ -3,6 +3,8 @@ apart), on hypothesis-drawn shapes (1-D operands, broadcast batches, sizes 0 and
 values (signed zeros, inf, NaN, overflow of the float16 result), and the choice said in lt.explain."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,8 +14,8 @@ import lazytensor as lt
 from lazytensor.kernels import matmul as cpu_matmul
 from test_matmul import matmul_shapes
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                          HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=int(os.environ.get("LT_PROPERTY_EXAMPLES", "40")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 _SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, -65504.0, 6e-8], np.float16)
 
 
