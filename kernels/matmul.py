@@ -26,12 +26,12 @@ def run_matmul(backend: str, a, b, out, gemm=None) -> None:
     """out[...] = a @ b, np.matmul's semantics; a, b and out share one dtype (the planner casts).
     gemm: on CUDA, cuBLAS's arguments for these arrays (lazytensor.kernels.cublas_gemm), which
     takes no memory during the call; None: cupy.matmul."""
-    if backend == "cpu":
-        if cpu_float16_kernel(a, b):
-            from .matmul_f16_cpu import matmul_f16     # numba, imported on first use
-            matmul_f16(a, b, out)
-        else:
-            np.matmul(a, b, out=out)
+    float16_kernel = backend == "cpu" and cpu_float16_kernel(a, b)
+    if float16_kernel:
+        from .matmul_f16_cpu import matmul_f16     # numba, imported on first use
+        matmul_f16(a, b, out)
+    elif backend == "cpu":
+        np.matmul(a, b, out=out)
     elif gemm is not None:
         run_gemm(gemm, a, b, out)
     else:
@@ -42,4 +42,4 @@ def run_matmul(backend: str, a, b, out, gemm=None) -> None:
             out[...] = cupy.matmul(a, b)
     if launch_log.listeners:
         launch_log.record(launch_log.KernelRecord("matmul", backend, "matmul", int(out.size), "memory", 0.0,
-                                                  ("float16 kernel" if cpu_float16_kernel(a, b) else "BLAS") if backend == "cpu" else "cuBLAS" if gemm is not None else "cupy.matmul"))
+                                                  "float16 kernel" if float16_kernel else "BLAS" if backend == "cpu" else "cuBLAS" if gemm is not None else "cupy.matmul"))

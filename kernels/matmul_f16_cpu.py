@@ -54,8 +54,10 @@ def matmul_f16(a, b, out) -> None:
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
     batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    a32 = np.broadcast_to(a2, batch + a2.shape[-2:]).astype(np.float32, order="C")   # rows walked in order
-    b32 = np.broadcast_to(b2, batch + b2.shape[-2:]).astype(np.float32, order="C")
+    # Converted once each (rows walked in order), then broadcast as views: a batch that broadcasts
+    # an operand does not copy it.
+    a32 = np.broadcast_to(a2.astype(np.float32, order="C"), batch + a2.shape[-2:])
+    b32 = np.broadcast_to(b2.astype(np.float32, order="C"), batch + b2.shape[-2:])
     result = np.empty(batch + (a2.shape[-2], b2.shape[-1]), np.float32)
     for index in np.ndindex(batch):
         _sum_in_order(a32[index], b32[index], result[index])
