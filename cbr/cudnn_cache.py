@@ -174,7 +174,7 @@ class ConvGraphCache:
         47 MB for VGG16-BN at 32 px, batch 512, against 16 MB). Graphs of one kind never run at the
         same time: a stream runs its launches in order, and the one side stream (conv_grads' wgrad)
         joins the current one before the next step. When it grows, the graphs built before move to
-        the new one; a CUDA graph captured over the old one keeps it alive (lazytensor.plan.replay
+        the new one; a CUDA graph captured over the old one keeps it alive (lazytensor.reuse.replay
         keeps its steps' learned values' workspaces)."""
         shared = self._workspaces.get((kind, device_id))
         if shared is not None and shared.nbytes >= nbytes:

@@ -27,7 +27,7 @@ def commit_running(*args) -> None:
 
 
 # Called with each numba dispatcher once made: lazytensor's planner gives them the checked disk
-# cache every kernel has (lazytensor.kernels.numba_cache); cbr itself imports nothing of kernels/.
+# cache every kernel has (lazytensor.kernels.cpu.numba_cache); cbr itself imports nothing of kernels/.
 prepare_dispatcher = None
 
 

@@ -12,7 +12,7 @@
                                  run_elementwise for operands known to be C-contiguous and aligned
                                  with out's shape (no mask): the caller has checked the layout. Backends whose
                                  bind_elementwise is None (the CPU); one that binds (CUDA) runs a
-                                 step instead (lazytensor.plan.direct)
+                                 step instead (lazytensor.assign.direct)
     explain_elementwise(program, out, inputs)
                                  the source and launch configuration that run_elementwise would use
     run_reduction(program, spec, out, inputs, scalars)
@@ -21,11 +21,11 @@
     run_flat_reduction, flat_reduction_value
                                  (the CPU) a full reduction of operands known to be flat: into a 0-d
                                  `out`, or its value returned (None where it has none yet)
-                                 (lazytensor.plan.host_scalar)
+                                 (lazytensor.assign.host_scalar)
     synchronize()
     free_cached_memory()         (optional) give memory the backend keeps free back to the device
 
-The CUDA backend's `empty` raises kernels.device_memory.DeviceOutOfMemory (what, how many bytes)
+The CUDA backend's `empty` raises kernels.cuda.device_memory.DeviceOutOfMemory (what, how many bytes)
 when the GPU has no room.
 
 CUDA imports (cupy) happen only when the "cuda" backend is first asked for, so the package imports
@@ -78,13 +78,13 @@ def backend_for(device: str):
     with _lock:
         if device not in _backends:
             if device == "cpu":
-                from .cpu import CpuBackend
+                from lazytensor.kernels.cpu.backend import CpuBackend
                 _backends[device] = CpuBackend()
             elif device == "cuda":
                 if not cuda_usable():
                     raise RuntimeError("device 'cuda' requested but CuPy with a CUDA device is not available; "
                                        "install the 'cuda' extra on a machine with an NVIDIA GPU, or use device='cpu'")
-                from .cuda import CudaBackend
+                from lazytensor.kernels.cuda.backend import CudaBackend
                 _backends[device] = CudaBackend()
             else:
                 raise ValueError(f"unknown device {device!r}: expected 'cpu' or 'cuda'")

@@ -1,7 +1,7 @@
 """Compiling kernels off the caller's thread, so that no call waits for numba.
 
 A call whose kernel is not compiled yet for its argument types runs through the interpreter tier
-(kernels/interpret.py) and hands the compile to one worker thread here; later calls find the
+(kernels/cpu/interpret.py) and hands the compile to one worker thread here; later calls find the
 compiled kernel. A job that fails is not retried in the background: the next call of that kernel
 compiles in the foreground, where the error reaches the caller. LAZYTENSOR_JIT_WAIT=1 makes every call wait for its kernel instead (tests of the
 generated code, benchmarks that time the compiled kernel from its first call).

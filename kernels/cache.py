@@ -2,7 +2,7 @@
 rules every disk cache of lazytensor follows.
 
 The disk half belongs to each backend's compiler (numba's cache files next to the generated module
-for the CPU, cubins for CUDA, kernels/numba_cache.py and cuda_compile.py); `cache_dir` says where
+for the CPU, cubins for CUDA, kernels/cpu/numba_cache.py and cuda_compile.py); `cache_dir` says where
 they live. Every entry on disk obeys three rules, here:
   - it is written under a temporary name and renamed into place (`write_atomically`), so a process
     killed mid-write, or two processes writing the same entry, never leave half an entry;

@@ -1,18 +1,18 @@
 """Matrix products through the libraries: NumPy's matmul (BLAS) on the CPU, cuBLAS GEMM on CUDA
-(kernels/cublas_gemm.py; cupy.matmul for the cases it does not take). Knows arrays only; lazytensor.plan.matmul_plan decides when one runs."""
+(kernels/cuda/cublas_gemm.py; cupy.matmul for the cases it does not take). Knows arrays only; lazytensor.plan.heavy.matmul decides when one runs."""
 from __future__ import annotations
 
 import numpy as np
 
-from . import launch_log
-from .cublas_gemm import run_gemm
+from lazytensor.kernels import launch_log
+from lazytensor.kernels.cuda.cublas_gemm import run_gemm
 
-# kernels/matmul_f16_cpu.py's threshold, here so that importing this module does not import numba.
+# kernels/cpu/matmul_f16.py's threshold, here so that importing this module does not import numba.
 FLOAT16_KERNEL_MIN_WORK = 1 << 28
 
 
 def cpu_float16_kernel(a, b) -> bool:
-    """Whether a float16 product on the CPU runs in kernels/matmul_f16_cpu.py (NumPy's numbers, fast)
+    """Whether a float16 product on the CPU runs in kernels/cpu/matmul_f16.py (NumPy's numbers, fast)
     rather than in NumPy's own float16 loop (small products, where a first compile would cost more)."""
     if a.dtype != np.float16:
         return False
@@ -24,11 +24,11 @@ def cpu_float16_kernel(a, b) -> bool:
 
 def run_matmul(backend: str, a, b, out, gemm=None) -> None:
     """out[...] = a @ b, np.matmul's semantics; a, b and out share one dtype (the planner casts).
-    gemm: on CUDA, cuBLAS's arguments for these arrays (lazytensor.kernels.cublas_gemm), which
+    gemm: on CUDA, cuBLAS's arguments for these arrays (lazytensor.kernels.cuda.cublas_gemm), which
     takes no memory during the call; None: cupy.matmul."""
     float16_kernel = backend == "cpu" and cpu_float16_kernel(a, b)
     if float16_kernel:
-        from .matmul_f16_cpu import matmul_f16     # numba, imported on first use
+        from lazytensor.kernels.cpu.matmul_f16 import matmul_f16     # numba, imported on first use
         matmul_f16(a, b, out)
     elif backend == "cpu":
         np.matmul(a, b, out=out)

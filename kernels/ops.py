@@ -10,7 +10,7 @@ dtype's width after the kind ('f32') comes before all of them, for a snippet of 
 
 Values of float16 ops live in float registers, so 'f' snippets serve float16, float32 and float64 alike.
 Helper functions named in snippets (lt_floordiv, ...) come from the prelude of each language:
-kernels/cuda_prelude.py and kernels/numba_prelude.py.
+kernels/cuda/prelude.py and kernels/cpu/numba_prelude.py.
 """
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ _SPECS = [
     OpSpec("isfinite", 1, np.isfinite, ufunc_rule(np.isfinite), c={"f": "isfinite({0})", "*": "true"},
            py={"f": "np.isfinite({0})", "*": "True"}),
     # numba: float32 and float16 loops call branch-free float32 code that vectorizes (exp, log, tanh,
-    # sigmoid: kernels/numba_vector_math.py); libm's, called per element, kept the loop scalar
+    # sigmoid: kernels/cpu/numba_vector_math.py); libm's, called per element, kept the loop scalar
     OpSpec("exp", 1, np.exp, ufunc_rule(np.exp), c={"f": "exp({0})"},
            py={"f32": "lt_exp_f32({0})", "f16": "lt_exp_f32({0})", "f": "np.exp({0})"}),
     OpSpec("log", 1, np.log, ufunc_rule(np.log), c={"f": "log({0})"},
@@ -202,7 +202,7 @@ _SPECS = [
 
 
 
-# -- NumPy's further ufuncs (issue 13) ----------------------------------------------------------------
+# -- NumPy's further ufuncs ----------------------------------------------------------------
 
 def _binary_float(name, c_fn, py_fn=None, py_args="{0}, {1}"):
     """A float function of two operands; NumPy's rule sends ints and bools to a float loop first."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .interpret import run_program
-from .program import ElementwiseProgram
+from lazytensor.kernels.cpu.interpret import run_program
+from lazytensor.kernels.program import ElementwiseProgram
 
 
 @dataclass(frozen=True)

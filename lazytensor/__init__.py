@@ -10,40 +10,40 @@ from lazytensor.core.expr import Expr
 from lazytensor.ops.elementwise import (exp, log, log1p, expm1, sqrt, sin, cos, tan, tanh, sigmoid, relu, sign,
                                   floor, ceil, isnan, isfinite, absolute, abs, negative, invert, maximum,
                                   minimum, where, clip, astype)
-from lazytensor.plan.evaluate import evaluate
+from lazytensor.assign.evaluate import evaluate
 from lazytensor.tools.explain import explain
 from lazytensor.tools.profile import profile
-from lazytensor.plan.replay import release_all as release_graphs
+from lazytensor.reuse.replay import release_all as release_graphs
 from lazytensor.kernels.backend import default_device, cuda_usable
 from lazytensor.kernels.cache import CacheWarning
-from lazytensor.kernels.device_memory import DeviceOutOfMemory
+from lazytensor.kernels.cuda.device_memory import DeviceOutOfMemory
 from lazytensor.ops.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
 from lazytensor.ops.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
 from lazytensor.ops.conv_bn import conv2d, batch_norm, BatchNormSaved
-from lazytensor.plan import cbr_plan as _cbr_plan  # noqa: F401  (registers the conv2d/batch_norm planners)
+from lazytensor.plan.conv import cbr as _cbr_plan  # noqa: F401  (registers the conv2d/batch_norm planners)
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
 # Convolution and batch-norm gradients: the backward convolutions as nodes of their own, and their planner.
 from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
-from lazytensor.plan import conv_backward_plan as _conv_backward_plan  # noqa: F401  (registers their steps)
-# Matrix products, pooling and losses (issue #11): heavy nodes planned by plan/matmul_plan.py and
-# plan/pooling_plan.py; the softmax family is composed from lazy ops.
+from lazytensor.plan.conv import conv_backward as _conv_backward_plan  # noqa: F401  (registers their steps)
+# Matrix products, pooling and losses: heavy nodes planned by plan/heavy/matmul.py and
+# plan/heavy/pooling.py; the softmax family is composed from lazy ops.
 from lazytensor.ops.matmul import matmul
 from lazytensor.ops.pooling import max_pool2d, avg_pool2d
 from lazytensor.ops.softmax import logsumexp, log_softmax, softmax, cross_entropy
-from lazytensor.plan import matmul_plan as _matmul_plan, pooling_plan as _pooling_plan  # noqa: F401  (register)
-# Several results at once: lt.assign([(dst, e), ...]); lt.evaluate(e1, e2, ...) is plan/evaluate's
-from lazytensor.plan.simultaneous import assign
-# Gradients (issue 11): lt.grad builds the backward as lazy expressions; lt.explain_grad shows them
+from lazytensor.plan.heavy import matmul as _matmul_plan, pooling as _pooling_plan  # noqa: F401  (register)
+# Several results at once: lt.assign([(dst, e), ...]); lt.evaluate(e1, e2, ...) is assign/evaluate's
+from lazytensor.assign.simultaneous import assign
+# Gradients: lt.grad builds the backward as lazy expressions; lt.explain_grad shows them
 from lazytensor.autodiff import grad, Gradients
 from lazytensor.tools.explain_grad import explain_grad
 
 # The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own and their planner.
 from lazytensor.ops.cbr_backward import cbr_bn_backward
-from lazytensor.plan import cbr_backward_plan as _cbr_backward_plan  # noqa: F401  (registers their steps)
-from lazytensor.plan.conv_grads import conv_grads
-# NumPy's breadth (issue 13): further ufuncs, ...
+from lazytensor.plan.conv import cbr_backward as _cbr_backward_plan  # noqa: F401  (registers their steps)
+from lazytensor.reuse.conv_grads import conv_grads
+# NumPy's breadth: further ufuncs, ...
 from lazytensor.ops.ufuncs import (log2, log10, exp2, isinf, signbit, arcsin, arccos, arctan, sinh, cosh,
                                    arcsinh, arccosh, arctanh, reciprocal, rint, trunc, cbrt, fabs, logical_not,
                                    arctan2, hypot, fmod, copysign, nextafter, logaddexp, logaddexp2, logical_and,
@@ -58,7 +58,7 @@ from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_pro
 from lazytensor.ops import random
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
                                    float32, float64, newaxis, pi, e, inf, nan)
-# The Array API's functions NumPy also has (issue 13): products, searching, sets, differences, views.
+# The Array API's functions NumPy also has: products, searching, sets, differences, views.
 from lazytensor.ops.products import matrix_transpose, tensordot, vecdot
 from lazytensor.ops.searching import count_nonzero, searchsorted
 from lazytensor.ops.sets import unique_all, unique_counts, unique_inverse, unique_values
@@ -70,18 +70,18 @@ from lazytensor.ops.triangles import tril, triu
 from lazytensor import nn
 from lazytensor.nn import optim
 
-# One training step, planned once (issue 12): lt.train_step(model, loss_fn, optimizer, amp=False).
+# One training step, planned once: lt.train_step(model, loss_fn, optimizer, amp=False).
 from lazytensor.nn.train_step import TrainStep, train_step
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
 
-# The fused CBR backward inside one plan with its forward (a recorded training step, issue 12): nodes
+# The fused CBR backward inside one plan with its forward (a recorded training step): nodes
 # that stand for the forward's saved results, and their planner.
-from lazytensor.plan import forward_saved_plan as _forward_saved_plan  # noqa: F401  (registers their builder)
+from lazytensor.plan.conv import forward_saved as _forward_saved_plan  # noqa: F401  (registers their builder)
 
-# The CBR backward's conv_grads as an object lt.explain shows (issue 14).
-from lazytensor.plan.conv_grads import ConvGradsCall
+# The CBR backward's conv_grads as an object lt.explain shows.
+from lazytensor.reuse.conv_grads import ConvGradsCall
 
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
@@ -96,7 +96,7 @@ __all__ = [
     "assign",
     "grad", "Gradients", "explain_grad",
     "cbr_bn_backward", "conv_grads",
-    # NumPy's breadth (issue 13)
+    # NumPy's breadth
     "log2", "log10", "exp2", "isinf", "signbit", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
     "arccosh", "arctanh", "reciprocal", "rint", "trunc", "cbrt", "fabs", "logical_not", "arctan2", "hypot",
     "fmod", "copysign", "nextafter", "logaddexp", "logaddexp2", "logical_and", "logical_or", "logical_xor",
@@ -105,11 +105,11 @@ __all__ = [
     "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
     "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
     "cumulative_prod", "random",
-    # training (issue 12)
+    # training
     "train_step", "TrainStep",
-    # the Array API's functions NumPy also has (issue 13)
+    # the Array API's functions NumPy also has
     "matrix_transpose", "tensordot", "vecdot", "count_nonzero", "searchsorted", "unique_all", "unique_counts",
     "unique_inverse", "unique_values", "diff", "broadcast_arrays", "meshgrid", "unstack", "tril", "triu",
-    # the CBR backward's conv_grads as an object lt.explain shows (issue 14)
+    # the CBR backward's conv_grads as an object lt.explain shows
     "ConvGradsCall",
 ]

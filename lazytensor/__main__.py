@@ -19,7 +19,7 @@ def main(argv=None) -> int:
     bench.add_argument("--quick", action="store_true",
                        help="a few steps per configuration: a smoke test, not a measurement (suite train; "
                             "also LAZYTENSOR_BENCH_QUICK=1)")
-    from lazytensor.tools.train_command import add_train_command, check_train_arguments
+    from lazytensor.train.command import add_train_command, check_train_arguments
     train = add_train_command(sub)
     args = parser.parse_args(argv)
     if args.command == "train":
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
         from lazytensor.tools.demo import run_demo
         run_demo(args.device)
     elif args.command == "train":
-        from lazytensor.tools.train_command import run_train
+        from lazytensor.train.command import run_train
         run_train(args)
     else:
         from lazytensor.bench.suites import run_suites

@@ -1,5 +1,5 @@
 """The suite tests the generated kernels themselves: every call waits for its kernel to compile
-rather than running through the interpreter tier first (tests/test_interpreter_tier.py tests that
+rather than running through the interpreter tier first (tests/assign/test_interpreter_tier.py tests that
 tier and the hand-over)."""
 import os
 

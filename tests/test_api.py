@@ -1,4 +1,4 @@
-"""The user-facing API of issue 2: constructors, attributes, evaluation on assignment, NumPy
+"""The user-facing API: constructors, attributes, evaluation on assignment, NumPy
 interoperability, reflected operators, NEP 50 promotion and broadcasting."""
 from __future__ import annotations
 

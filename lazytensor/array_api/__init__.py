@@ -164,7 +164,7 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return _lt.std(x, axis=axis, ddof=correction, keepdims=keepdims)
 
 
-# -- linear algebra, searching, sets, utilities (issue 13's additions to both namespaces) --------------
+# -- linear algebra, searching, sets, utilities --------------
 from lazytensor import (matmul, matrix_transpose, tensordot, vecdot, count_nonzero, searchsorted,  # noqa: E402,F401
                         unique_all, unique_counts, unique_inverse, unique_values, diff, unstack, tril, triu)
 

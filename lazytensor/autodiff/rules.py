@@ -123,7 +123,7 @@ def _maximum_minimum(node, g):
 def _relu(node, g):
     # relu(a) > 0 exactly where a > 0 (NaN and -0.0 included): the gradient reads the activation, which
     # the forward keeps anyway (the next layer reads it), not the pre-activation, so a plan need not
-    # keep that, and relu(a @ w + b) can be one GEMM with its epilogue (lazytensor.plan.matmul_epilogue).
+    # keep that, and relu(a @ w + b) can be one GEMM with its epilogue (lazytensor.plan.heavy.matmul_epilogue).
     (a,) = node.args
     return (wrt(a, lambda: where(node > 0, g, 0.0)),)
 

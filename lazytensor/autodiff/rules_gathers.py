@@ -1,6 +1,6 @@
 """Gradients of lazy gathers: `x[mask]` (node op "mask_gather", args (x, mask)) sends its output
 gradient back to the places the mask selected, zeros elsewhere: a "mask_expand" node (planned in
-lazytensor.plan.mask_gather_plan: zeros, then the gradient written through the mask)."""
+lazytensor.plan.heavy.mask_gather: zeros, then the gradient written through the mask)."""
 from __future__ import annotations
 
 from lazytensor.autodiff.rules import gradient_rule

@@ -10,7 +10,7 @@ needs a copy) has the same rule. Undoing a step:
   - index: when the view covers every element of its base once (`x[::-1]`, squeeze, `x[None]`),
     the inverse index (a view); otherwise the gradient scattered into zeros: a "scatter" node,
     planned as a zero fill and one kernel writing the gradient into the view of the zeros
-    (lazytensor.plan.scatter).
+    (lazytensor.plan.heavy.scatter).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lazytensor.autodiff.rules import gradient_rule
 from lazytensor.core.expr import Expr
 from lazytensor.ops.reductions import reduce
 from lazytensor.ops.views import getitem, reshape, transpose
-from lazytensor.plan import scatter as _scatter_planner  # noqa: F401  (registers the "scatter" planner)
+from lazytensor.plan.heavy import scatter as _scatter_planner  # noqa: F401  (registers the "scatter" planner)
 
 
 def sum_to(g, shape: tuple):

@@ -22,7 +22,7 @@ def _timer(device):
     if device == "cpu":
         from lazytensor.tools.timing import time_host
         return lambda fn: time_host(fn, repeat=5)
-    from lazytensor.kernels.cuda_timing import burst_ms
+    from lazytensor.kernels.cuda.timing import burst_ms
     # Bursts of 50 calls: each burst starts on an idle GPU, so its first call's host time (a gradient
     # step builds its expressions: 0.2-0.45 ms of host work on the H200's host, about the kernel's
     # own time) is idle GPU time inside the burst. Over 10 calls that added 1/10 of it to every row
@@ -65,7 +65,7 @@ def _elementwise_gradients(table, device, timer, bw):
     table.add(case, "lazytensor lt.grad + lt.assign", timer(lazytensor_step))
     table.floor(case, 8 * n * 4 / bw, "4 reads + 4 writes of float32")
     if device == "cpu":
-        from lazytensor.kernels import stream_stores
+        from lazytensor.kernels.cpu import stream_stores
         threshold = stream_stores.MIN_BYTES
         stream_stores.MIN_BYTES = 1 << 62           # the same kernel with ordinary stores, for comparison
         try:

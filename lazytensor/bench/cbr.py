@@ -11,7 +11,7 @@ CUDA (float16 NHWC activations, KRSC weights, float32 BN parameters), shapes fro
           and one write of the 1-bit mask), and the host cost of one fused call on a small shape
           (N=8, 16x16, 64->64): time per call of an un-synchronized loop.
           The fused calls repeat over the same arrays, so after two calls they replay a captured
-          CUDA graph (lazytensor.plan.replay); the rows "steps one by one" time the same calls with
+          CUDA graph (lazytensor.reuse.replay); the rows "steps one by one" time the same calls with
           replay off, each step launched from Python.
 fwd+bwd rows (a training step with the fused backward, the first layer without dgrad, the dBN stage
   against its floor): lazytensor/bench/cbr_backward.py.
@@ -31,10 +31,10 @@ from contextlib import contextmanager
 import numpy as np
 
 import lazytensor as lt
-from lazytensor.plan import replay
+from lazytensor.reuse import replay
 from lazytensor.bench.table import Table
 from lazytensor.tools.timing import time_host
-from lazytensor.kernels.cuda_timing import burst_ms
+from lazytensor.kernels.cuda.timing import burst_ms
 
 CUDA_SHAPES = [  # (label, N, H, W, C, K)
     ("ResNet-50 3x3 N=128 56x56 64->64", 128, 56, 56, 64, 64),
@@ -52,7 +52,7 @@ HOST_SHAPE = ("host cost, N=8 16x16 64->64", 8, 16, 16, 64, 64)
 
 def _gpu_timer(cupy, warmup: int = 3, repeat: int = 9, burst: int = 10):
     def time_gpu(fn) -> float:
-        """Median seconds per call of fn() over bursts of back-to-back calls (kernels/cuda_timing.py):
+        """Median seconds per call of fn() over bursts of back-to-back calls (kernels/cuda/timing.py):
         the host work of a call overlaps the GPU work of the previous one, as in a training loop."""
         return burst_ms(fn, bursts=repeat, burst=burst, warmup=warmup) * 1e-3
     return time_gpu

@@ -179,7 +179,7 @@ def _conv_grads_lines(b):
 
 def _stage_kernel_rows(table, label, b, time_fn, bw, guarded, reps: int = 20):
     """On CUDA, the device time of stage 1's kernels against their own floors: each vectorized dBN
-    kernel step (lazytensor.plan.cbr_dbn_cuda), and the whole stage, launched `reps` times as one
+    kernel step (lazytensor.plan.conv.dbn_cuda), and the whole stage, launched `reps` times as one
     CUDA graph, so that no host cost per launch hides the GPU time of a small shape."""
     from lazytensor.kernels.backend import backend_for
     from lazytensor.plan.planner import plan

@@ -13,7 +13,7 @@ def _copy_bandwidth(nbytes: int) -> float:
     """Bytes per second of np.copyto between two large arrays (read + write counted). np.copyto is
     glibc's memcpy, which writes arrays this large with streaming stores: no line is read before it
     is written, so this is the bandwidth of kernels that stream their results too (kernel_stream,
-    kernels/numba_stream.py); ordinary stores also read each line they write."""
+    kernels/cpu/numba_stream.py); ordinary stores also read each line they write."""
     src = np.random.rand(nbytes // 8)
     dst = np.empty_like(src)
     s = time_host(lambda: np.copyto(dst, src), repeat=7)

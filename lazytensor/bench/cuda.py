@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from lazytensor.kernels.cuda_timing import burst_ms
+from lazytensor.kernels.cuda.timing import burst_ms
 
 BIG = 1 << 28            # elements of the streaming cases: 1 GiB per float32 operand
 CHANNELS = 64
@@ -49,7 +49,7 @@ def relu_per_channel(x, m, s, g, b):
 
 
 def _gpu_ms(cp, fn, repeat=REPEAT, warmup=3, burst=10) -> float:
-    """Median GPU milliseconds per call over bursts of back-to-back calls (kernels/cuda_timing.py)."""
+    """Median GPU milliseconds per call over bursts of back-to-back calls (kernels/cuda/timing.py)."""
     return burst_ms(fn, bursts=repeat, burst=burst, warmup=warmup)
 
 
@@ -156,7 +156,7 @@ def _dispatch_case(cp, lt, torch, notes) -> dict:
     def eager():
         cp.maximum((arrays[0] + arrays[1]) * arrays[2] + 5 * arrays[3], 0, out=out)
 
-    # CuPy's Function call of the very kernel and arguments lazytensor runs (its launch until issue 16).
+    # CuPy's Function call of the very kernel and arguments lazytensor runs (the launch it used before the raw launch).
     from lazytensor.plan.lower import lower
     program, inputs, scalars = lower(expr, np.dtype(np.float32))
     launch, args, _ = y.backend.prepare(program, y.data, inputs, scalars)
@@ -164,7 +164,7 @@ def _dispatch_case(cp, lt, torch, notes) -> dict:
     def bare():
         launch.function(launch.grid, launch.block, args)
 
-    # The launch lazytensor makes (kernels/cuda_raw_launch.py): the parameters written, then the
+    # The launch lazytensor makes (kernels/cuda/raw_launch.py): the parameters written, then the
     # driver's call; and the driver's call alone, over parameters already written.
     raw, pointers = launch.raw, [y.data.data.ptr, *[a.data.ptr for a in inputs]]
     raw.run(pointers, scalars)

@@ -1,4 +1,4 @@
-"""The GPU reduction cases of issue 4, with their peers and the floor measured in the same run:
+"""The GPU reduction cases, with their peers and the floor measured in the same run:
 1. sum((a - b)**2) over 2**28 float32 (one fused kernel),
 2. the per-channel sum of an NHWC tensor viewed as (2**22, 64), along axis 0,
 3. x - x.mean(axis=0) on that tensor (a reduction step, then an elementwise step).
@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from lazytensor.kernels.cuda_timing import burst_ms
+from lazytensor.kernels.cuda.timing import burst_ms
 
 from lazytensor.bench.table import Table
 
@@ -24,7 +24,7 @@ SLOW_PEER_SECONDS = 0.05      # peers slower than this get three timed runs, not
 
 
 def _gpu_seconds(cp, fn, repeat=REPEAT, warmup=2) -> float:
-    """Seconds per call over bursts of back-to-back calls (kernels/cuda_timing.py), as the other
+    """Seconds per call over bursts of back-to-back calls (kernels/cuda/timing.py), as the other
     suites time; a peer slower than SLOW_PEER_SECONDS is timed by three single calls instead."""
     for _ in range(warmup):
         fn()
@@ -144,7 +144,7 @@ def run_cuda_reduction_bench(print_fn=print) -> None:
     import lazytensor as lt
     torch = _torch()
     bandwidth = copy_bandwidth(cp)
-    table = Table("CUDA reductions (issue 4): GPU time per call, CUDA events, median", "CuPy eager")
+    table = Table("CUDA reductions: GPU time per call, CUDA events, median", "CuPy eager")
     notes = [f"bandwidth: cupy.copyto of 1 GiB moves {bandwidth / 1e12:.2f} TB/s (read + write)"]
     _squared_difference_sum(table, notes, cp, lt, torch, bandwidth)
     cp.get_default_memory_pool().free_all_blocks()

@@ -105,7 +105,7 @@ def _verdict(ok: bool) -> str:
 
 
 def _targets(verdicts, reduction, build) -> list:
-    """One line per target of issue 16 that this suite measures: the figure by wall clock (the
+    """One line per target that this suite measures: the figure by wall clock (the
     table's medians) and by CPU time (cpu_time), each with pass or MISS."""
     speed = {p: (wall, cpu) for p, wall, cpu in verdicts}
     (one, one_cpu), (per_node, per_node_cpu) = build
@@ -202,7 +202,7 @@ def run_interactive_bench(print_fn=print) -> Table:
     print_fn("")
     print_fn("speed-up against NumPy by size (targets: >= 0.83x at 2^10, >= 1x from 2^12, >= 3x from 2^20): "
              + ", ".join(f"2^{p} {r:.2f}x" for p, r, _ in verdicts))
-    print_fn("targets (issue 16), measured in this run (wall clock, then this thread's CPU time); "
+    print_fn("targets, measured in this run (wall clock, then this thread's CPU time); "
              f"nodes of known cases built by: {node_builder()}")
     for line in _targets(verdicts, reduction, build):
         print_fn(line)
@@ -240,6 +240,6 @@ def run_interactive_cuda_bench(print_fn=print, rounds: int = 3) -> dict:
     for k, v in best.items():
         print_fn(f"  {k}: {v:.2f} us")
     ok = best["lazytensor"] <= best["cupy.fuse"]
-    print_fn(f"  target (issue 16): built per call no slower than cupy.fuse: {best['lazytensor']:.2f} us "
+    print_fn(f"  target: built per call no slower than cupy.fuse: {best['lazytensor']:.2f} us "
              f"against {best['cupy.fuse']:.2f} us ({_verdict(ok)})")
     return best

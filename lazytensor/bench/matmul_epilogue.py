@@ -1,5 +1,5 @@
 """`python -m lazytensor bench --device cuda --suite epilogue`: cuBLASLt's epilogues against the GEMM and
-the kernel after it (lazytensor.plan.matmul_epilogue).
+the kernel after it (lazytensor.plan.heavy.matmul_epilogue).
 
 1. The whole MLP training step of the autodiff bench (lt.train_step, one CUDA graph) with the
    epilogues off (GEMMs, relu kernels, bias-gradient reductions), on wherever cuBLASLt takes them
@@ -9,7 +9,7 @@ the kernel after it (lazytensor.plan.matmul_epilogue).
 
 - the cuBLAS GEMM alone (what the forward costs at least when the ReLU is free);
 - the GEMM and lazytensor's fused bias + ReLU kernel after it (one round trip of the product);
-- cuBLASLt's GEMM with the RELU_BIAS epilogue (kernels/cublaslt_gemm.py: the activation written once);
+- cuBLASLt's GEMM with the RELU_BIAS epilogue (kernels/cuda/cublaslt_gemm.py: the activation written once);
 - lazytensor's plan, which measures the two and takes the faster (lt.explain says which);
 - PyTorch eager, relu(F.linear(x, w, b)), as the peer.
 """
@@ -23,9 +23,9 @@ from lazytensor.bench.table import Table
 
 def _rows(table, timer, torch, batch, k, n, dtype):
     import cupy as cp
-    from lazytensor.kernels.cublas_gemm import arguments_for, run_gemm
-    from lazytensor.kernels.cublaslt_gemm import run_epilogue_gemm
-    from lazytensor.plan import matmul_epilogue
+    from lazytensor.kernels.cuda.cublas_gemm import arguments_for, run_gemm
+    from lazytensor.kernels.cuda.cublaslt_gemm import run_epilogue_gemm
+    from lazytensor.plan.heavy import matmul_epilogue
     rng = np.random.default_rng(0)
     x = lt.asarray(rng.standard_normal((batch, k)).astype(dtype), device="cuda")
     w = lt.asarray((rng.standard_normal((n, k)) / np.sqrt(k)).astype(dtype), device="cuda")
@@ -58,7 +58,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
 
 def _train_steps(table, timer, dtype):
     from lazytensor.bench.autodiff import _mlp_model, mlp_loss, mlp_optimizer
-    from lazytensor.plan import matmul_epilogue
+    from lazytensor.plan.heavy import matmul_epilogue
     case = f"MLP 784-4096-4096-10 lt.train_step, batch 8192, {np.dtype(dtype).name}"
     for mode, name in (("off", "epilogues off: GEMMs, relu kernels, bias-gradient reductions"),
                        ("on", "epilogues on: RELU_BIAS forward, BGRAD weight-gradient GEMMs"),

@@ -49,7 +49,7 @@ def run_several_bench(print_fn=print, device: str = "cpu", scale: int | None = N
     else:
         import cupy as cp
         from lazytensor.bench.cuda import copy_bandwidth
-        from lazytensor.kernels.cuda_timing import burst_ms
+        from lazytensor.kernels.cuda.timing import burst_ms
         xp, bw, peer = cp, max(copy_bandwidth(cp).values()), "CuPy eager"
         timer = lambda fn: burst_ms(fn) * 1e-3   # noqa: E731
     table = Table(f"lazytensor: several results at once on {device}", peer)

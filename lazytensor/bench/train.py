@@ -15,7 +15,7 @@ which measures nothing, skips that tuning.
 Each row gives img/s, lazytensor's speed over that row, and the peak device memory: for torch,
 torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy pool's used bytes.
 Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
-timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.cuda_timing).
+timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.cuda.timing).
 
 CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
 torch imports; a smoke test of the suite more than a measurement.
@@ -57,7 +57,7 @@ def _seconds_per_step(device: str):
     if device == "cpu":
         from lazytensor.tools.timing import time_host
         return lambda fn: time_host(fn, repeat=2 if quick() else 5)
-    from lazytensor.kernels.cuda_timing import burst_ms
+    from lazytensor.kernels.cuda.timing import burst_ms
     if quick():
         return lambda fn: burst_ms(fn, bursts=1, burst=2, warmup=1) * 1e-3
     return lambda fn: burst_ms(fn, bursts=5, burst=10, warmup=5) * 1e-3
@@ -83,8 +83,8 @@ def lazytensor_row(config, name, px, batch, device, timer) -> Row:
     from lazytensor.nn.train_step import train_step
     from lazytensor.ops.softmax import cross_entropy
     from lazytensor.tools.peak_memory import PeakMemory
-    from lazytensor.tools.train_data import SyntheticBatches
-    from lazytensor.tools.train_models import build_model
+    from lazytensor.train.data import SyntheticBatches
+    from lazytensor.train.models import build_model
 
     amp = device == "cuda"
     with PeakMemory(device) as peak:
@@ -213,7 +213,7 @@ def _free_device_memory(device):
     gc.collect()
     if device == "cuda":
         import cupy
-        from lazytensor.plan.replay import release_all
+        from lazytensor.reuse.replay import release_all
         release_all()
         cupy.get_default_memory_pool().free_all_blocks()
 

@@ -5,7 +5,7 @@ breakdown of what a call holds, and its img/s.
 The peak covers everything from building the model to the last timed step, as `bench --suite
 train` measures it (lazytensor.tools.peak_memory); the breakdown (lazytensor.nn.step_memory) should
 add up to it. `--lifetimes` prints the arena's temporaries as JSON [[bytes, first step, last step]]
-(to try packings offline: lazytensor.plan.memory_plan.pack).
+(to try packings offline: lazytensor.step.memory_plan.pack).
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def main(argv=None) -> None:
     from lazytensor.kernels.backend import backend_for
     from lazytensor.nn.step_memory import memory_parts
     from lazytensor.tools.peak_memory import PeakMemory, format_bytes
-    from lazytensor.tools.train_data import SyntheticBatches
-    from lazytensor.tools.train_models import build_model
+    from lazytensor.train.data import SyntheticBatches
+    from lazytensor.train.models import build_model
 
     amp = a.device == "cuda"
     classes = _num_classes(a.px)

@@ -49,7 +49,7 @@ class Const:
 
     def __init__(self, value, dtype):
         # One Python type per dtype kind, so that a program's scalar dtypes fix the types its kernel
-        # is called with (a kernel's compiled entry is kept by program: lazytensor.kernels.cpu).
+        # is called with (a kernel's compiled entry is kept by program: lazytensor.kernels.cpu.backend).
         kind = dtype.kind
         if kind == "u" and dtype.itemsize == 8:
             value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
@@ -116,7 +116,7 @@ class Expr(Operand):
 
     Values stay values: a node registers with the memory of each Tensor it reads directly
     (lazytensor.core.readers), so that a write to that memory first settles it
-    (lazytensor.plan.writes). Once evaluated, a node keeps its value in `result` (a Tensor) and
+    (lazytensor.assign.writes). Once evaluated, a node keeps its value in `result` (a Tensor) and
     releases its operands; a node built on it reads that Tensor instead, so a loop that rebinds
     `w = w - lr * g` stays one level deep. `epoch` is the count of results given out when the
     oldest node of its DAG was built (or last settled): a node over a DAG in which some node may

@@ -118,7 +118,7 @@ class Operand:
         """The values on `device` ('cpu' or 'cuda'): this operand where it already is, else a copy."""
         return self if device == self.device else upward.array_api.asarray(self, device=device)
 
-    # -- NumPy's array methods (issue 13) ----------------------------------------------------------
+    # -- NumPy's array methods ----------------------------------------------------------
     def tolist(self):
         """The values as nested Python lists (a host copy)."""
         return self.numpy().tolist()

@@ -1,5 +1,5 @@
 """Which live expressions read which memory, so that a write can keep their values (see
-lazytensor.plan.writes).
+lazytensor.assign.writes).
 
 An expression's value is the one its tensors had when it was built. Every node that takes a Tensor
 as a direct operand registers itself, by weak reference, with that tensor's memory: one record per

@@ -28,8 +28,8 @@ class Tensor(Operand):
         self.dtype = dtype
         k = _load_keys.get(dtype)
         self.skey = k if k is not None else _load_key(_dt.check_supported(dtype))
-        self.layout = None      # what a plan recipe's signature reads of the array, once (lazytensor.plan.recipes)
-        self.flat = None        # (id of its allocation's owner, C-contiguous), once (lazytensor.plan.direct)
+        self.layout = None      # what a plan recipe's signature reads of the array, once (lazytensor.reuse.recipes)
+        self.flat = None        # (id of its allocation's owner, C-contiguous), once (lazytensor.assign.direct)
         self.memory = None      # the record of the live expressions reading its allocation (core.readers)
         self.view_of = None     # (base Tensor, ((view step, shape after it), ...)) when made as a view (core.view_steps)
 
@@ -58,7 +58,7 @@ class Tensor(Operand):
 
     def _inplace(self, op, other):
         # An operand nothing else holds (the temporary `b * a` of `a += b * a`) is part of the value
-        # being written: the write need not evaluate it first, though it reads `a` (plan.writes).
+        # being written: the write need not evaluate it first, though it reads `a` (assign.writes).
         private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()
         from lazytensor.core.expr import apply
         upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from", private=private,

@@ -31,7 +31,7 @@ def __getattr__(name: str):
     elif name == "array_api":
         from lazytensor import array_api as module
     elif name == "evaluation":
-        from lazytensor.plan import evaluate as module
+        from lazytensor.assign import evaluate as module
     elif name == "display":
         from lazytensor.tools import display as module
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.plan.evaluate import evaluate
+from lazytensor.assign.evaluate import evaluate
 from lazytensor.ops.elementwise import relu
 from lazytensor.ops.conv_bn import BatchNormSaved, batch_norm, conv2d
 

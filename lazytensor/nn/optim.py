@@ -19,7 +19,7 @@ import numpy as np
 
 from lazytensor.core.tensor import Tensor, empty, zeros
 from lazytensor.ops.elementwise import sqrt, where
-from lazytensor.plan.simultaneous import assign
+from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
 
 _F32 = np.dtype(np.float32)

@@ -7,7 +7,7 @@ the CPU, over the arrays made through the CPU backend):
   loss scale, the loss), the other tensors it reads (batch_norm's running statistics) and the static
   input buffers;
 - the arena: every temporary of the plan (activations, saved statistics and ReLU results, pooling
-  indices, gradients, matmul outputs, scratch), packed by lifetime (lazytensor.plan.memory_plan);
+  indices, gradients, matmul outputs, scratch), packed by lifetime (lazytensor.step.memory_plan);
 - outside the arena, on CUDA: the cuDNN workspaces, one per graph kind (fprop, dgrad, wgrad, ...)
   and device, as large as the largest of its graphs needs (process-wide, shared by every plan).
 The first call's peak is the same sum: the step is planned over placeholders that hold no memory

@@ -10,7 +10,7 @@ optimizer's `updates`, and writes every result (the parameters, the optimizer's 
 by ONE simultaneous assignment (lt.assign): every read happens before any write, the update of a
 parameter fuses with the last elementwise work of its gradient, and a heavy node several results
 use (a convolution, a batch_norm with its running statistics) runs once. That plan is recorded
-(lazytensor.plan.recorded): its temporaries packed into one arena by lifetime, and on CUDA
+(lazytensor.step.recorded): its temporaries packed into one arena by lifetime, and on CUDA
 captured as one graph on the second call. Later calls copy x and labels into the step's static
 input buffers and run the recorded plan: no expression is built, nothing is planned, no Python
 per layer.
@@ -36,9 +36,9 @@ from lazytensor.core.tensor import Tensor, empty
 from lazytensor.nn.amp import LossScaler
 from lazytensor.nn.optim import Optimizer
 from lazytensor.nn.step_memory import memory_lines
-from lazytensor.plan.bounded import make_room
-from lazytensor.plan.evaluate import evaluate
-from lazytensor.plan.recorded import RecordedAssignment
+from lazytensor.reuse.bounded import make_room
+from lazytensor.assign.evaluate import evaluate
+from lazytensor.step.recorded import RecordedAssignment
 from lazytensor.plan.steps import interrupts_deferred
 
 _MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second plan)

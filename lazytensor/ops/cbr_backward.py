@@ -7,7 +7,7 @@ for y = relu(batch_norm(conv_out) [+ skip]) (relu=False: y = batch_norm(conv_out
 1-bit ReLU mask the forward's last kernel wrote (BatchNormSaved.relu_mask: bit-packed, little-endian,
 over y's NHWC-flattened elements), the conv output the forward kept (BatchNormSaved.conv_out: read,
 not recomputed) and the saved mean and inv_var. Two heavy nodes, planned by
-lazytensor.plan.cbr_backward_plan:
+lazytensor.plan.conv.cbr_backward:
   cbr_dbn_sums  (K, 2) float32: [sum(dY'), sum(dY' * x_hat)] per channel, dY' = dY * mask, as ONE
                 reduction kernel that reads dY, the mask bits and the conv output once;
   cbr_dbn_dx    d(conv_out) = gamma * inv_var * (dY' - dbeta / n - x_hat * dgamma / n), ONE kernel;
@@ -69,7 +69,7 @@ def sums_write_skip(dy) -> bool:
     is a kernel of its own, which a plan of d(skip) alone runs without the sums."""
     if dy.device == "cpu":
         return False
-    from lazytensor.plan.cbr_dbn_cuda import vector_refusal     # the CUDA kernels' module: not on import
+    from lazytensor.plan.conv.dbn_cuda import vector_refusal     # the CUDA kernels' module: not on import
     return vector_refusal(dy.dtype, tuple(dy.shape), ()) is None
 
 

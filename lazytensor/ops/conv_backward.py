@@ -4,7 +4,7 @@
     conv2d_backward_filter(x, dy, w_shape, attrs)  dw (K, R, S, C): the gradient reaching w (wgrad)
 
 dy is the gradient of conv2d(x, w)'s output (N, P, Q, K); attrs are that conv's stride, padding and
-dilation (a ConvAttrs, or the keywords). The planner (lazytensor.plan.conv_backward_plan) runs each
+dilation (a ConvAttrs, or the keywords). The planner (lazytensor.plan.conv.conv_backward) runs each
 as one step: per-tap BLAS on the CPU, a cuDNN conv_dgrad / conv_wgrad graph on CUDA. They are what
 the conv2d gradient rule (lazytensor.autodiff.rules_conv_bn) builds, and are linear in each operand,
 so they have gradient rules too (second derivatives).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lazytensor.core.expr import Expr
 from lazytensor.ops.conv_bn import ConvAttrs, _checked_conv, _tensor_operand
-from lazytensor.plan.conv_backward_plan import FIRST_LAYER_NOTE
+from lazytensor.plan.conv.conv_backward import FIRST_LAYER_NOTE
 
 
 @dataclass(frozen=True)

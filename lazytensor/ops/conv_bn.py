@@ -2,7 +2,7 @@
 
 Layouts: activations NHWC (channels last), weights KRSC (K out-channels, R x S window, C
 in-channels), per-channel vectors of length K. Each function builds a node like any other op;
-the planner (lazytensor.plan.cbr_plan) turns relu(batch_norm(conv2d(...))) into the fused CBR steps,
+the planner (lazytensor.plan.conv.cbr) turns relu(batch_norm(conv2d(...))) into the fused CBR steps,
 and still runs each one alone (the unfused path) when it stands alone.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class BatchNormSaved:
     statistics, with the measured times when they were compared.
 
     Planning the forward (lt.explain) already puts arrays here; `forward_results` tells arrays a
-    completed forward wrote from those (lazytensor.plan.saved_results) and raises otherwise."""
+    completed forward wrote from those (lazytensor.plan.conv.saved_results) and raises otherwise."""
 
     def __init__(self):
         self.saved_mean = None
@@ -71,7 +71,7 @@ class BatchNormSaved:
 
     def forward_results(self, need_mask: bool, what: str) -> dict:
         """{name: Tensor} of the completed forward's saved arrays, or a clear error saying why not."""
-        from lazytensor.plan.saved_results import written
+        from lazytensor.plan.conv.saved_results import written
         names = [n for n in _SAVED if n != "relu_mask" or need_mask]
         missing = [n for n in names if getattr(self, n) is None]
         if missing:

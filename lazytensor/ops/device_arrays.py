@@ -17,7 +17,7 @@ def array_module(device: str):
 def evaluated(x) -> Tensor:
     """x as a tensor: an expression is evaluated (one fused kernel; it keeps the result), a tensor is
     itself, not a copy (the library calls here never write their operands)."""
-    from lazytensor.plan.evaluate import result_of
+    from lazytensor.assign.evaluate import result_of
     from lazytensor.core.operand import Operand
     from lazytensor.core.tensor import as_node
     return result_of(x if isinstance(x, Operand) else as_node(x))

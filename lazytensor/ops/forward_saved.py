@@ -9,7 +9,7 @@ A backward built before its forward ran (one assignment of forward, lt.grad and 
 recorded training step) reads the forward's saved results through these nodes instead of a
 BatchNormSaved holder's arrays. Their operand is the forward node itself, so the DAG orders the
 forward's steps before the backward's and the plan keeps the saved arrays from the forward step
-that writes them to the last backward step that reads them (lazytensor.plan.forward_saved_plan).
+that writes them to the last backward step that reads them (lazytensor.plan.conv.forward_saved).
 The conv output needs no such node: it is the conv2d node's own value.
 """
 from __future__ import annotations

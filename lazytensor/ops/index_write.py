@@ -1,6 +1,6 @@
 """`y[idx] = e` for one integer index array along the first axis, as ONE fused scatter kernel: the
 node "index_write" (y with y[idx] = e applied, of y's shape) is planned by
-lazytensor.plan.index_write_plan; assigning it into y itself is the scatter alone.
+lazytensor.plan.heavy.index_write; assigning it into y itself is the scatter alone.
 
 e is any expression broadcastable to NumPy's value shape (len(idx),) + y.shape[1:]; its elementwise
 work runs inside the scatter kernel. The index is evaluated and checked against the bounds when the
@@ -19,7 +19,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.shapes import broadcast_shapes
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.ops.device_arrays import array_module, evaluated
-from lazytensor.plan import index_write_plan as _index_write_plan  # noqa: F401  (registers its planner)
+from lazytensor.plan.heavy import index_write as _index_write_plan  # noqa: F401  (registers its planner)
 
 
 def row_index(key):
@@ -72,7 +72,7 @@ def key_object(key):
 
 def row_gather(x, key):
     """x[idx] for one integer index array along the first axis: a lazy gather of shape
-    (len(idx),) + x.shape[1:], planned as the array library's take (lazytensor.plan.index_write_plan)."""
+    (len(idx),) + x.shape[1:], planned as the array library's take (lazytensor.plan.heavy.index_write)."""
     from lazytensor.ops.masked import MaskToken
     x = as_node(x)
     idx = _checked_index(x, row_index(key))
@@ -103,7 +103,7 @@ def index_write(y, index, value, rows_from_destination=None):
     value_shape = (idx.shape[0],) + tuple(y.shape[1:])
     v = value if isinstance(value, Operand) else asarray(value, device=y.device) if isinstance(value, (np.ndarray, list, tuple)) else None
     if v is None:
-        from lazytensor.plan.evaluate import _as_expression
+        from lazytensor.assign.evaluate import _as_expression
         v = _as_expression(value, y)
     if v.device is not None and v.device != y.device:
         raise ValueError(f"cannot assign an expression on {v.device!r} to a tensor on {y.device!r}")
@@ -127,7 +127,7 @@ def fused_index_write(dest, key, value) -> None:
     runs. Called by lazytensor.ops.indexing.setitem as masked.fused_write is (the references to
     `value` that the call path holds are counted the same way)."""
     from lazytensor.ops.masked import _TEMPORARY_REFS, _frame_refs, _retire, rebuilt
-    from lazytensor.plan.evaluate import assign
+    from lazytensor.assign.evaluate import assign
     temporary = isinstance(value, Operand) and _frame_refs(value) <= _TEMPORARY_REFS
     token = key_object(key)
     rows = row_index(key)

@@ -1,6 +1,6 @@
 """Joining tensors: concatenate, stack, hstack, vstack, as NumPy's.
 
-concatenate is lazy: a heavy node whose plan (lazytensor.plan.concatenate_plan) evaluates each part,
+concatenate is lazy: a heavy node whose plan (lazytensor.plan.heavy.concatenate) evaluates each part,
 its own expression fused in, straight into its slice of the result (one kernel per part, no
 temporary per part). stack, hstack and vstack are concatenations of views of the parts. The result
 dtype is NumPy's (np.result_type of the parts) and the shapes are checked as NumPy checks them."""
@@ -11,7 +11,7 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, as_node
-from lazytensor.plan import concatenate_plan as _concatenate_plan  # noqa: F401  (registers its planner)
+from lazytensor.plan.heavy import concatenate as _concatenate_plan  # noqa: F401  (registers its planner)
 from lazytensor.ops.views import expand_dims, ravel, reshape
 
 

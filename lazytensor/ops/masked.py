@@ -13,7 +13,7 @@ device's array library (lazytensor.ops.indexing.setitem).
 
 The gather `a[mask]` is a heavy node ("mask_gather") of shape (count,): the count is data, so the
 mask is evaluated when the gather is built (a host sync on CUDA), while `a` stays lazy; its plan
-(lazytensor.plan.mask_gather_plan) evaluates `a` and compresses it with the device's library.
+(lazytensor.plan.heavy.mask_gather) evaluates `a` and compresses it with the device's library.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from lazytensor.core.readers import unregister
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.kernels.ops import OPS
 from lazytensor.ops.device_arrays import array_module
-from lazytensor.plan.evaluate import result_of
-from lazytensor.plan import mask_gather_plan as _mask_gather_plan  # noqa: F401  (registers its planner)
+from lazytensor.assign.evaluate import result_of
+from lazytensor.plan.heavy import mask_gather as _mask_gather_plan  # noqa: F401  (registers its planner)
 
 
 class MaskToken:
@@ -99,7 +99,7 @@ def fused_write(dest, mask, value) -> bool:
     thing by lazytensor.ops.indexing.setitem, itself called by Tensor.__setitem__: the references
     to `value` that this call path holds are counted (_TEMPORARY_REFS)."""
     from lazytensor.ops.elementwise import where
-    from lazytensor.plan.evaluate import assign
+    from lazytensor.assign.evaluate import assign
     token = _token(mask)
     if isinstance(mask, np.ndarray):
         mask = asarray(mask, device=dest.device)    # (in an expression a NumPy array would be a CPU tensor)
@@ -137,7 +137,7 @@ def _retire(value, consumed, planned=False) -> None:
     their tensors and operands, which the write would otherwise evaluate first to keep their
     values. Only where every node from the value down to them is held by nothing else. planned:
     gathers that the write's plan still computes (its steps read them before the write)."""
-    from lazytensor.plan.writes import _Dag
+    from lazytensor.assign.writes import _Dag
     dag = _Dag([value])
     gathers = {id(g) for g in consumed}
     path = dag.reading(gathers)

@@ -4,7 +4,7 @@ Semantics are np.matmul's: the last two axes are matrices and the leading ones a
 broadcasts; a 1-D first operand is a row vector and a 1-D second operand a column vector, whose
 unit axis is removed from the result; 0-d operands are refused. The result dtype is NumPy's
 promotion of the two dtypes, and each operand is cast to it first (np.matmul's loop does the same),
-so the planner's step (lazytensor.plan.matmul_plan) sees one dtype. Elementwise work on the result
+so the planner's step (lazytensor.plan.heavy.matmul) sees one dtype. Elementwise work on the result
 (`relu(x @ w + b)`) fuses into the kernel after the matmul step.
 """
 from __future__ import annotations

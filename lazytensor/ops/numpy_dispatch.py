@@ -19,7 +19,7 @@ for _alias, _op in (("bitwise_not", "invert"), ("bitwise_left_shift", "left_shif
 
 def _matmul(inputs, out):
     from lazytensor.ops.matmul import matmul
-    from lazytensor.plan.evaluate import assign
+    from lazytensor.assign.evaluate import assign
     expr = matmul(*inputs)
     if out is None:
         return expr
@@ -41,7 +41,7 @@ def dispatch_ufunc(ufunc, method, inputs, out, kwargs):
     if method != "__call__":
         return _ufunc_method(ufunc, method, inputs, out, kwargs)
     from lazytensor.core.expr import apply, astype
-    from lazytensor.plan.evaluate import assign
+    from lazytensor.assign.evaluate import assign
     casting = kwargs.pop("casting", "same_kind")
     dtype = kwargs.pop("dtype", None)
     where = kwargs.pop("where", True)
@@ -136,7 +136,7 @@ def _function_table():
 
 
 def _array_api_functions():
-    """The Array API's functions that NumPy also has (issue 13)."""
+    """The Array API's functions that NumPy also has."""
     from lazytensor.ops import broadcasting, differences, products, searching, sets, triangles
     modules = (broadcasting, differences, products, searching, sets, triangles)
     names = ("matrix_transpose", "tensordot", "vecdot", "count_nonzero", "searchsorted", "unique_all",

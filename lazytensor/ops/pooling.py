@@ -12,8 +12,8 @@ Backward, as ops of their own (built by the gradient rules, lazytensor.autodiff.
     `val > max || isnan(val)`); gradients of overlapping windows add up.
   - avg_pool2d_backward(g): each window's gradient spread evenly over its kh * kw cells, the cells
     in the padding dropped.
-The planner (lazytensor.plan.pooling_plan) runs them as steps: numba kernels on the CPU and
-generated CUDA C kernels on CUDA, twins with the same index arithmetic (lazytensor.kernels.pool_cpu,
+The planner (lazytensor.plan.heavy.pooling) runs them as steps: numba kernels on the CPU and
+generated CUDA C kernels on CUDA, twins with the same index arithmetic (lazytensor.kernels.cpu.pool,
 pool_cuda).
 """
 from __future__ import annotations

@@ -60,7 +60,7 @@ def _axes(axis, ndim: int) -> tuple:
 # (kind, axis, keepdims, dtype, ddof, shape, dtype of x) -> (spec, out shape, out dtype, keepdims shape):
 # what reduce() decides from those alone, for operands it takes as they are (not the raveled or
 # reshaped ones below). One Reduction object per case, so the backends can key what they learn
-# on its identity (kernels/cpu.py's ready reductions).
+# on its identity (kernels/cpu/backend.py's ready reductions).
 _decided: dict = {}
 _specs: dict = {}
 

@@ -1,6 +1,6 @@
 """Scans: cumsum, cumprod (the Array API's cumulative_sum, cumulative_prod), with NumPy's result
 dtypes (small integers and bool accumulate in the default integer, float16 in float16 rounded at
-every step). A scan is a heavy node, like a reduction: its plan (lazytensor.plan.scan_plan) is one
+every step). A scan is a heavy node, like a reduction: its plan (lazytensor.plan.heavy.scans) is one
 kernel that computes the elementwise expression feeding it as it scans, and what reads the result
 fuses into a following kernel. Its gradient (cumsum's) is in lazytensor.autodiff.rules_scans."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from lazytensor.core.expr import Expr
 from lazytensor.core import tensor as _tensor
 from lazytensor.kernels.scan import Scan
 from lazytensor.ops.views import ravel, broadcast_to
-from lazytensor.plan import scan_plan as _scan_plan  # noqa: F401  (registers the "scan" planner)
+from lazytensor.plan.heavy import scans as _scan_plan  # noqa: F401  (registers the "scan" planner)
 
 _dtypes: dict = {}
 

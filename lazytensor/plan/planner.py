@@ -15,9 +15,9 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.kernels.program import program_for
 from lazytensor.plan.lower import lower
-from lazytensor.plan.matmul_epilogue import available, epilogue_sites
+from lazytensor.plan.heavy.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.steps import FusedElementwise, FusedReduction
-from lazytensor.plan import recipes
+from lazytensor.reuse import recipes
 from lazytensor.plan.shared_values import shared_wide_values
 from lazytensor.core.memory import address as _address, may_overlap, owner
 from lazytensor.core import tensor as _tensor
@@ -140,7 +140,7 @@ class _Cut:
         self.evaluated: dict = {}       # id(cut node) -> (node, the Tensor a step evaluated it into, that step)
         # id(heavy node) -> {name: Tensor}: what a node's steps write beside its value (a training
         # batch_norm's saved statistics, a relu's 1-bit mask), read by the nodes that stand for them
-        # (lazytensor.plan.forward_saved_plan)
+        # (lazytensor.plan.conv.forward_saved)
         self.side: dict = {}
         # id(node) -> why it is evaluated once, or None for the nodes above such a value
         self.once = shared_wide_values(roots, HEAVY) if roots else {}
@@ -172,7 +172,7 @@ class _Cut:
                 for step in self.steps[first:]:
                     step.note = why
                 # The temporary is what later builders see of this node: it keeps its writer (a relu's
-                # writer takes the 1-bit mask a fused backward reads, lazytensor.plan.forward_saved_plan).
+                # writer takes the 1-bit mask a fused backward reads, lazytensor.plan.conv.forward_saved).
                 self.evaluated[id(out)] = (out, out, evaluating_step(self, value))
         memo[id(node)] = out
         return out
@@ -200,7 +200,7 @@ def elementwise_steps(root, out, backend) -> list:
 
 def plan(root, out, backend, replay=False) -> list:
     """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device).
-    A heavy expression is planned once per structure (lazytensor.plan.recipes) and rebound after;
+    A heavy expression is planned once per structure (lazytensor.reuse.recipes) and rebound after;
     replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
     if not root.heavy:
         return elementwise_steps(root, out, backend)

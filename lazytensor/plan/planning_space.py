@@ -1,8 +1,8 @@
 """Planning over address space alone: the temporaries of a plan whose memory comes later.
 
 A plan made for one run allocates each temporary as its builder asks (the backend's `empty`). A
-recorded plan (lazytensor.plan.recorded) then rebuilds its steps over ONE arena packed by lifetime
-(lazytensor.plan.memory_plan) and drops those allocations: they only told the memory plan each
+recorded plan (lazytensor.step.recorded) then rebuilds its steps over ONE arena packed by lifetime
+(lazytensor.step.memory_plan) and drops those allocations: they only told the memory plan each
 temporary's size, layout and which steps touch it. Allocated for real they cost the sum of every
 temporary of the step at once, far more than the arena (VGG16-BN at 32 px, batch 512, in AMP: 1.67 GB
 against a 0.68 GB arena), and that sum was the peak of a training step's first call.

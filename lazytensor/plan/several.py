@@ -24,7 +24,7 @@ from __future__ import annotations
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
-from lazytensor.plan.matmul_epilogue import available, epilogue_sites
+from lazytensor.plan.heavy.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
 from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, evaluated_tensor
 
@@ -51,7 +51,7 @@ def plan_several(pairs, backend) -> list:
     if available(backend):              # cuBLASLt epilogues (plan.matmul_epilogue): relu(a @ b + bias), bias gradients
         cut.epilogues, cut.bgrads, cut.bgrad_first = epilogue_sites([node for _, node in pairs])
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
-    # builder, which may compute the product transposed, as it is read (lazytensor.plan.matmul_plan).
+    # builder, which may compute the product transposed, as it is read (lazytensor.plan.heavy.matmul).
     viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
     for node, users in shared:
         if id(node) in viewed:

@@ -7,7 +7,7 @@ import signal
 import threading
 
 from lazytensor.core.memory import owner
-from lazytensor.kernels.device_memory import as_out_of_memory, is_out_of_memory
+from lazytensor.kernels.cuda.device_memory import as_out_of_memory, is_out_of_memory
 from lazytensor.kernels.program import describe
 
 # A hook for tests, None in use: called as before_step(index, step) before each step of a plan runs
@@ -19,7 +19,7 @@ def run_steps(steps, out=None) -> None:
     """Run a plan's steps in order: the one loop every plan goes through. Running out of GPU memory
     in a step raises DeviceOutOfMemory saying which step, and whether anything the caller holds was
     written before it (`out`, the plan's destination or a list of them; running statistics are
-    written by the last step only, lazytensor.plan.cbr_plan's CommitStep)."""
+    written by the last step only, lazytensor.plan.conv.cbr's CommitStep)."""
     step = None
     try:
         if before_step is None:
@@ -84,7 +84,7 @@ def _indent(text: str) -> str:
 class Learned:
     """What a step learns on its first run that depends on its plan's signature alone: the cuDNN
     graph it built and checked, a kernel's launch plan. A plan recipe shares every value of a step
-    that is not an array among the copies it makes (lazytensor.plan.recipes), so one run learns for all."""
+    that is not an array among the copies it makes (lazytensor.reuse.recipes), so one run learns for all."""
     __slots__ = ("value",)
 
     def __init__(self):
@@ -124,7 +124,7 @@ class FusedElementwise:
             self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars, mask=self.mask)
 
     def capture_refusal(self):
-        """Why this step cannot be captured into a CUDA graph (lazytensor.plan.replay), or None."""
+        """Why this step cannot be captured into a CUDA graph (lazytensor.reuse.replay), or None."""
         return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
 
     def describe(self, source: bool = True) -> str:
@@ -155,7 +155,7 @@ class FusedReduction:
         self.scalars = scalars
         self.note = note
         # Memory for partial results, where the backend splits the reduction: taken with the plan,
-        # so that a rebound plan has its own and a captured graph (lazytensor.plan.replay) owns none.
+        # so that a rebound plan has its own and a captured graph (lazytensor.reuse.replay) owns none.
         scratch = getattr(backend, "reduction_scratch", None)
         self.scratch = None if scratch is None else scratch(program, spec, out, inputs)
 

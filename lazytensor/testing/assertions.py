@@ -6,7 +6,7 @@ import numpy as np
 
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, asarray
-from lazytensor.plan.evaluate import to_numpy
+from lazytensor.assign.evaluate import to_numpy
 
 # The relative tolerance of assert_same_as_numpy per float dtype: room for a few roundings that
 # differ (transcendental functions within a few ULP, sums added in another order), far below any

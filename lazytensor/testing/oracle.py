@@ -11,7 +11,7 @@ loop dtype, an op a dtype does not support, shapes that do not broadcast). `buil
 lazytensor raised the same error type while building the same node, and raises `Refused` so that
 the caller leaves that op out. The one deliberate difference is integer power with a negative
 exponent: NumPy raises (value dependent, at run time); an elementwise kernel cannot, so lazytensor
-defines the result (see lt_pow_i in kernels/numba_prelude.py: 1 for base 1, +-1 for base -1, else 0)
+defines the result (see lt_pow_i in kernels/cpu/numba_prelude.py: 1 for base 1, +-1 for base -1, else 0)
 and the oracle computes exactly that documented value.
 
 How results are compared (`assert_matches`). Integers and bools: exactly. Floats: each oracle node
@@ -122,7 +122,7 @@ class DrawnDag:
     def check(self, actual=None):
         """Evaluate the expression (or take `actual`, a value of it) and compare it with NumPy's
         under the error-bound rules of `assert_matches`."""
-        from lazytensor.plan.evaluate import to_numpy
+        from lazytensor.assign.evaluate import to_numpy
         assert_matches(to_numpy(self.expr if actual is None else actual), self.expected, self.err, repr(self))
 
     def __repr__(self):
@@ -275,7 +275,7 @@ def _check_where_scalars(cond, a, b):
 def _np_power(a, b, operator=False):
     """np.power, or NumPy's `**` operator (which squares a bool x ** 2 into int8, not int64), with
     lazytensor's documented result where NumPy refuses a negative integer exponent (ValueError):
-    1 for base 1, +-1 for base -1, else 0 (kernels/numba_prelude.py)."""
+    1 for base 1, +-1 for base -1, else 0 (kernels/cpu/numba_prelude.py)."""
     try:
         return np.asarray(a ** b if operator else np.power(a, b))
     except ValueError as exc:

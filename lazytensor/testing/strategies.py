@@ -6,7 +6,7 @@
 - `expressions(leaves, ops=..., max_depth=...)`: random expression DAGs over the given tensors, each
   a `DrawnDag` with its NumPy reference value and error bound (lazytensor.testing.oracle);
 - `dags(device=...)`: the same over drawn leaves of every dtype and odd shapes: the project's own
-  property tests (tests/test_expr_properties.py, and on 'cuda' tests/test_cuda_gpu.py).
+  property tests (tests/core/test_expr_properties.py, and on 'cuda' tests/kernels/test_cuda_gpu.py).
 
 What the DAGs cover: every op of OPS plus clip, astype, unary minus and abs through operators;
 dtypes bool, int8-int64, uint8-uint64, float16, float32, float64 (and every mix of them, so NumPy's

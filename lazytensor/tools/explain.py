@@ -1,9 +1,9 @@
 """lt.explain(expr): the steps the planner returns for an expression, with their kernels' source."""
 from __future__ import annotations
 
-from lazytensor.plan import recipes
+from lazytensor.reuse import recipes
 from lazytensor.plan.planner import plan
-from lazytensor.plan.writes import readers_to_settle
+from lazytensor.assign.writes import readers_to_settle
 from lazytensor.core.expr import Expr
 from lazytensor.core.render_tree import render_tree
 from lazytensor.core.tensor import Tensor
@@ -38,7 +38,7 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
     if isinstance(expr, (list, tuple)):
         from lazytensor.tools.explain_several import explain_several
         return explain_several(expr, source, explain, Explanation)
-    from lazytensor.plan.evaluate import _as_expression
+    from lazytensor.assign.evaluate import _as_expression
     if out is None:
         from lazytensor.core.tensor import empty
         out = empty(expr.shape, expr.dtype, expr.device)
@@ -71,10 +71,10 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
 
 def _direct_note(node, out):
     """Whether assigning `node` into `out` runs its one step through the direct path
-    (lazytensor.plan.direct), or why not; None for what is not one elementwise expression."""
+    (lazytensor.assign.direct), or why not; None for what is not one elementwise expression."""
     if type(node) is not Expr or node.heavy:
         return None
-    from lazytensor.plan.direct import direct_refusal
+    from lazytensor.assign.direct import direct_refusal
     why = direct_refusal(node, out)
     if why is None:
         return ("dispatch: direct (the step above, launched without planning: its program found by the "

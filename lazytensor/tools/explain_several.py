@@ -5,8 +5,8 @@ from __future__ import annotations
 from lazytensor.core.render_tree import render_tree
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.plan.several import plan_several
-from lazytensor.plan.several_recipes import recipe_note
-from lazytensor.plan.simultaneous import checked_pairs, settled
+from lazytensor.reuse.several_recipes import recipe_note
+from lazytensor.assign.simultaneous import checked_pairs, settled
 
 
 def explain_several(items, source: bool, explain_one, explanation_type):

@@ -1,0 +1,115 @@
+"""2-D pooling over NHWC arrays on the CPU: numba kernels that are the CUDA kernels' twins
+(kernels/cuda/pool.py), written with the same index arithmetic, so that the CPU tests check the
+algorithm both run. Forward: per output element, a scan of its window. Backward: per input element,
+a gather over the windows that hold it (max pooling recomputes each window's argmax with the
+forward's scan). Knows arrays only; the semantics are documented in lazytensor.ops.pooling.
+numba has no float16 arithmetic: float16 arrays are computed in float32 and rounded once."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from lazytensor.kernels.cpu.numba_cache import checked
+
+_F16 = np.dtype(np.float16)
+
+
+@njit(cache=True, inline="always")
+def _window_argmax(x, n, p, q, c, kh, kw, sh, sw, ph, pw):
+    """The argmax of window (n, p, q, c) as h * W + w: rows first, the first maximum, the last NaN."""
+    h_in, w_in = x.shape[1], x.shape[2]
+    h0, w0 = p * sh - ph, q * sw - pw
+    best = -np.inf
+    where = max(h0, 0) * w_in + max(w0, 0)
+    for r in range(kh):
+        h = h0 + r
+        if h < 0 or h >= h_in:
+            continue
+        for s in range(kw):
+            w = w0 + s
+            if w < 0 or w >= w_in:
+                continue
+            v = x[n, h, w, c]
+            if v > best or v != v:
+                best = v
+                where = h * w_in + w
+    return where
+
+
+@checked
+@njit(parallel=True, cache=True, nogil=True)
+def _forward(x, y, is_max, kh, kw, sh, sw, ph, pw):
+    n_, h_in, w_in, c_ = x.shape
+    p_, q_ = y.shape[1], y.shape[2]
+    for np_ in prange(n_ * p_):
+        n, p = np_ // p_, np_ % p_
+        h0 = p * sh - ph
+        for q in range(q_):
+            w0 = q * sw - pw
+            for c in range(c_):
+                acc = -np.inf if is_max else 0.0
+                for r in range(kh):
+                    h = h0 + r
+                    if h < 0 or h >= h_in:
+                        continue
+                    for s in range(kw):
+                        w = w0 + s
+                        if w < 0 or w >= w_in:
+                            continue
+                        v = np.float64(x[n, h, w, c])
+                        if is_max:
+                            if v > acc or v != v:
+                                acc = v
+                        else:
+                            acc += v
+                y[n, p, q, c] = acc if is_max else acc / (kh * kw)
+
+
+@checked
+@njit(parallel=True, cache=True, nogil=True)
+def _backward(x, g, dx, is_max, kh, kw, sh, sw, ph, pw):
+    n_, h_in, w_in, c_ = dx.shape
+    p_, q_ = g.shape[1], g.shape[2]
+    for nh in prange(n_ * h_in):
+        n, h = nh // h_in, nh % h_in
+        hp = h + ph                 # in padded coordinates: window p holds rows p*sh .. p*sh+kh-1
+        p_lo = 0 if hp < kh else (hp - kh) // sh + 1
+        p_hi = min(hp // sh, p_ - 1)
+        for w in range(w_in):
+            wp = w + pw
+            q_lo = 0 if wp < kw else (wp - kw) // sw + 1
+            q_hi = min(wp // sw, q_ - 1)
+            for c in range(c_):
+                acc = 0.0
+                for p in range(p_lo, p_hi + 1):
+                    for q in range(q_lo, q_hi + 1):
+                        if not is_max or _window_argmax(x, n, p, q, c, kh, kw, sh, sw, ph, pw) == h * w_in + w:
+                            acc += np.float64(g[n, p, q, c])
+                dx[n, h, w, c] = acc if is_max else acc / (kh * kw)
+
+
+def _computable(a):
+    return a.astype(np.float32) if a.dtype == _F16 else a
+
+
+def _into(out, run):
+    """run(target) into out, through a float32 twin where out is float16."""
+    if out.dtype != _F16:
+        run(out)
+        return
+    tmp = np.empty(out.shape, np.float32)
+    run(tmp)
+    out[...] = tmp
+
+
+def pool_forward(kind: str, x, kernel, stride, padding, out) -> None:
+    x = _computable(x)
+    _into(out, lambda y: _forward(x, y, kind == "max", *kernel, *stride, *padding))
+
+
+def pool_backward(kind: str, x, g, kernel, stride, padding, out) -> None:
+    """out = the gradient with respect to the pooled input x, given g, the gradient of the pooled
+    output; x is read for max pooling only (None for avg)."""
+    g = _computable(g)
+    x = g if x is None else _computable(x)
+    _into(out, lambda dx: _backward(x, g, dx, kind == "max", *kernel, *stride, *padding))

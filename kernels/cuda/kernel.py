@@ -1,0 +1,32 @@
+"""A compiled CUDA kernel (source, cubin, loaded functions) and how scalars reach its arguments:
+what the elementwise backend (backend.py) and the reductions (reduce.py) share."""
+from __future__ import annotations
+
+import numpy as np
+
+from lazytensor.kernels.program import ElementwiseProgram
+from lazytensor.kernels.cuda.render_cuda import CudaSource
+
+_F16 = np.dtype(np.float16)
+
+
+def _float16_argument(value):
+    """float16 scalars travel as float32 kernel arguments, rounded to float16 first."""
+    return np.float32(np.float16(value))
+
+
+def scalar_converters(program: ElementwiseProgram) -> tuple:
+    return tuple(_float16_argument if np.dtype(d) == _F16 else np.dtype(d).type for d in program.scalar_dtypes)
+
+
+class CudaKernel:
+    """A compiled kernel: its source and cubin, loaded once per device."""
+    __slots__ = ("rendered", "cubin", "path", "cache", "compile_seconds", "functions")
+
+    def __init__(self, rendered: CudaSource, cubin, path, cache, compile_seconds):
+        self.rendered, self.cubin, self.path = rendered, cubin, path
+        self.cache, self.compile_seconds = cache, compile_seconds   # how it was first obtained
+        self.functions = {}                                         # device id -> cupy Function
+
+    name = property(lambda self: self.rendered.name)
+    source = property(lambda self: self.rendered.source)

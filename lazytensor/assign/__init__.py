@@ -1,0 +1,1 @@
+"""What an assignment means (values stay values, writes, several results) and its fast path."""

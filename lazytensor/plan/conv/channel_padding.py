@@ -1,0 +1,133 @@
+"""Convolutions whose channel counts cuDNN's fused engines refuse, run by cuDNN on zero-padded copies.
+
+The cuDNN path takes C and K (in- and out-channels) in multiples of 8 (lazytensor.cbr.cudnn_support).
+A network's first layer (C=3) and its classifier (K=10) miss that; on the host they would also keep
+the whole training step from being captured as one CUDA graph. Zero channels change nothing:
+  - forward: conv(x, w) = conv(pad_C(x), pad_KC(w))[..., :K] (a zero in-channel adds 0; a zero filter
+    makes an out-channel that is cut off);
+  - wgrad:   dw = wgrad(pad_C(x), pad_K(dy))[:K, ..., :C];
+  - dgrad:   dx = dgrad(pad_K(dy), pad_KC(w))[..., :C].
+So a ChannelPadded step copies each operand whose channels need padding into a padded buffer (whose
+padding it zeroes first: the buffers are temporaries, and the memory plan may give their bytes to
+other temporaries between two runs), runs the cuDNN step on the buffers, and copies the wanted part
+of the result into the destination. Every part is a launch on the current stream: a CUDA graph
+captures it. Where cuDNN rejects even the padded graph, the inner step runs on the host and says so.
+"""
+from __future__ import annotations
+
+
+def pad8(n: int) -> int:
+    return n + (-n) % 8
+
+
+def padded_shapes(x_shape, w_shape) -> tuple:
+    """(x shape, w shape) with C and K rounded up to multiples of 8."""
+    n, h, w, c = x_shape
+    k, r, s, _ = w_shape
+    return (n, h, w, pad8(c)), (pad8(k), r, s, pad8(c))
+
+
+def channels_only_refusal(x_shape, w_shape, dtype) -> bool:
+    """True when cuDNN's shape rule refuses this conv for its channel counts alone (padding fixes it)."""
+    from lazytensor.cbr.cudnn_support import cudnn_shape_refusal
+    return (cudnn_shape_refusal(x_shape, w_shape, dtype) is not None
+            and cudnn_shape_refusal(*padded_shapes(x_shape, w_shape), dtype) is None)
+
+
+def cudnn_after_padding(x_shape, w_shape, dtype) -> bool:
+    """Whether to run this conv as a ChannelPadded step: cuDNN is there and refuses only the channels."""
+    from lazytensor.cbr.cudnn_support import cudnn_unavailable_reason
+    return cudnn_unavailable_reason() is None and channels_only_refusal(x_shape, w_shape, dtype)
+
+
+class ChannelPadded:
+    """`inner` (a conv step over padded buffers) between the copies in and the copy out.
+    `pads`: [(source, padded buffer, the buffer's view of the source's shape)]; `result`: the view
+    of the inner step's output that `out` receives (None: the inner step writes `out` itself)."""
+    __slots__ = ("inner", "pads", "result", "out", "what", "note")
+    path = "cudnn-padded"       # what the batch_norm planner reads of a conv step (it times stage 1 for "cudnn")
+
+    def __init__(self, inner, pads, result, out, what, note=""):
+        self.inner, self.pads, self.result, self.out, self.what = inner, pads, result, out, what
+        self.note = note            # why the conv as it is does not go to cuDNN; planners may add to it
+
+    def run(self):
+        for source, buffer, view in self.pads:
+            buffer.fill(0)
+            view[...] = source
+        self.inner.run()
+        if self.result is not None:
+            self.out[...] = self.result
+
+    def capture_refusal(self):
+        return getattr(self.inner, "capture_refusal", lambda: None)()
+
+    def describe(self, source: bool = True) -> str:
+        text = (f"ChannelPadded: {self.what}; the operands' padding zeroed and the operands copied in, the result "
+                f"copied out (one copy kernel each), around:\n"
+                + "\n".join("    " + line for line in self.inner.describe(source).splitlines()))
+        if self.note:
+            text += f"\n  note: {self.note}"
+        return text
+
+
+def _pad(backend, a, axes, pads):
+    """a, or a zeroed buffer with the given axes rounded up to multiples of 8 (recorded in pads)."""
+    shape = list(a.shape)
+    for axis in axes:
+        shape[axis] = pad8(shape[axis])
+    if tuple(shape) == tuple(a.shape):
+        return a
+    buffer = backend.empty(tuple(shape), a.dtype)
+    view = buffer[tuple(slice(0, a.shape[i]) for i in range(a.ndim))]
+    pads.append((a, buffer, view))
+    return buffer
+
+
+def _output(backend, out, axes):
+    """(the buffer the inner step writes, the view of it that out receives): out itself, and None,
+    where out needs no padding."""
+    shape = list(out.shape)
+    for axis in axes:
+        shape[axis] = pad8(shape[axis])
+    if tuple(shape) == tuple(out.shape):
+        return out, None
+    buffer = backend.empty(tuple(shape), out.dtype)
+    return buffer, buffer[tuple(slice(0, n) for n in out.shape)]
+
+
+def _why(x_shape, w_shape, dtype) -> str:
+    from lazytensor.cbr.cudnn_support import cudnn_shape_refusal
+    return f"cuDNN path not taken for the conv as it is: {cudnn_shape_refusal(x_shape, w_shape, dtype)}"
+
+
+def _what(x_shape, w_shape) -> str:
+    (c, k), (cp, kp) = (x_shape[-1], w_shape[0]), (pad8(x_shape[-1]), pad8(w_shape[0]))
+    parts = [f"{name} {n} -> {p}" for name, n, p in (("C", c, cp), ("K", k, kp)) if n != p]
+    return "channels zero-padded for cuDNN (" + ", ".join(parts) + ")"
+
+
+def padded_forward(backend, x, w, attrs, y, path="cudnn"):
+    """y = conv2d(x, w) (NHWC x, KRSC w) as a ChannelPadded step."""
+    from lazytensor.plan.conv.cbr import Conv2dStep
+    pads: list = []
+    xp, wp = _pad(backend, x, (3,), pads), _pad(backend, w, (0, 3), pads)
+    yp, result = _output(backend, y, (3,))
+    return ChannelPadded(Conv2dStep(backend, xp, wp, attrs, yp, path), pads, result, y, _what(x.shape, w.shape),
+                         _why(x.shape, w.shape, x.dtype))
+
+
+def padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, path="cudnn", note=""):
+    """A ConvBackwardStep's arguments (dgrad: a = dy, b = w, out = dx; wgrad: a = x, b = dy, out = dw)
+    -> the same computation as a ChannelPadded step."""
+    from lazytensor.plan.conv.conv_backward import ConvBackwardStep
+    pads: list = []
+    if kind == "dgrad":
+        ap, bp = _pad(backend, a, (3,), pads), _pad(backend, b, (0, 3), pads)
+        op, result = _output(backend, out, (3,))
+    else:
+        ap, bp = _pad(backend, a, (3,), pads), _pad(backend, b, (3,), pads)
+        op, result = _output(backend, out, (0, 3))
+    xs, ws = padded_shapes(x_shape, w_shape)
+    inner = ConvBackwardStep(backend, kind, ap, bp, xs, ws, attrs, op, path, note)
+    return ChannelPadded(inner, pads, result, out, _what(x_shape, w_shape), _why(x_shape, w_shape, a.dtype))

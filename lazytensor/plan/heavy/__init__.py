@@ -1,0 +1,1 @@
+"""Heavy-node builders: each turns one heavy node (matmul, pooling, scans, gathers, scatters) into steps."""

@@ -1,0 +1,1 @@
+"""Plans reused by structure: recipes, several-result recipes, conv gradients, CUDA graph replay."""

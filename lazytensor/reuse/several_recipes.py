@@ -1,0 +1,173 @@
+"""Recipes of several results: the plan of a simultaneous assignment made once per structure.
+
+A training step (lt.assign of every parameter's update, lazytensor.nn.optim) is one plan with
+several results, over the same structure on every call. Like a single result's plan
+(lazytensor.reuse.recipes), it is kept as a Recipe keyed by a signature, and a later call only
+rebinds its steps to the new arrays; on CUDA, a call over the same tensors and destinations as an
+earlier one may launch them as one captured graph (lazytensor.reuse.replay).
+
+The signature is recipes.signature's over the whole set of (destination, expression) pairs: the
+expressions' nodes in one numbering (a node several results share is one part), their tensors'
+layouts, the scalars' values, and each destination's layout. An elementwise tree over distinct
+tensors is one part, its structure id (computed when it was built) with its scalars and tensors,
+as lowering finds its kernel: the walk stops there, which leaves the heavy nodes and the trees
+above them (an MLP step's expressions are mostly such trees). Unlike a single result, a destination
+may be read by the expressions (an update `w = w - lr * g` reads w): how the plan treats that read
+(in place, or through a temporary) depends on where the read array lies relative to the
+destination, so a tensor sharing memory with a destination is keyed by that destination's index
+and the byte offset between them (with its shape and strides, which fix the overlap); so is a
+destination sharing memory with an earlier one.
+"""
+from __future__ import annotations
+
+from lazytensor.core.expr import Const
+from lazytensor.core.memory import address, owner
+from lazytensor.core.tensor import Tensor
+from lazytensor.reuse import recipes
+from lazytensor.reuse import replay as graph_replay
+from lazytensor.reuse.bounded import make_room
+from lazytensor.plan.several import plan_several
+
+# Planner runs for several results, counted for tests (a recipe hit makes none).
+plans_made = [0]
+
+
+def _layout(a) -> tuple:
+    return (a.dtype, a.shape, a.strides, recipes._place(a), address(a) & 15)
+
+
+def signature_several(pairs):
+    """-> (key, arrays, holders, addresses) of the pairs [(destination array, expression)], where
+    arrays are the expressions' tensors' arrays, then the destinations. A key holding an attribute
+    that cannot be hashed raises TypeError when looked up (the plan is then made every time)."""
+    dests: dict = {}                # id(owner) -> (destination index, its address)
+    outs = []
+    for k, (out, _) in enumerate(pairs):
+        at = address(out)
+        first = dests.setdefault(id(owner(out)), (k, at))
+        outs.append((_layout(out), type(out), first[0], at - first[1]))
+    parts, roots, tensors, holders, addresses = walk([root for _, root in pairs], dests)
+    key = ("several", parts, roots, tuple(outs))
+    arrays = tensors + [out for out, _ in pairs]
+    return key, arrays, holders, addresses + [address(out) for out, _ in pairs]
+
+
+def walk(roots, dests) -> tuple:
+    """The structure of the expressions `roots` (Tensors among them) in one numbering:
+    (parts, each root's position, the tensors' arrays, result holders, the arrays' addresses).
+    dests: id(owner) -> (index, address) of the destinations, which a tensor read is placed against."""
+    index: dict = {}                # id(node) -> position in `parts`
+    parts: list = []
+    tensors: list = []
+    addresses: list = []
+    holders: list = []
+    owners: dict = {}               # id(owner) -> index of the first tensor in it
+    consts: dict = {}               # a Const's part -> its position
+    positions = []
+    for root in roots:
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if id(node) in index:
+                stack.pop()
+                continue
+            t = type(node)
+            if t is Tensor:
+                a = node.data
+                part, own, at = recipes.tensor_layout(node)
+                dest = dests.get(own)
+                if dest is not None:        # read where a destination is written: its place matters
+                    part = (part, "dest", dest[0], at - dest[1])
+                else:
+                    part = (part, owners.setdefault(own, len(tensors)))
+                tensors.append(a)
+                addresses.append(at)
+            elif t is Const:
+                part = recipes.const_part(node)
+                known = consts.get(part)
+                if known is not None:       # equal scalars plan alike, one object or several
+                    stack.pop()
+                    index[id(node)] = known
+                    continue
+                consts[part] = len(parts)
+            elif not node.heavy and not node.shared and len(set(node.leaves)) == len(node.leaves):
+                # An elementwise tree over distinct tensors is its structure id, its scalars and its
+                # tensors (as lowering finds its program): no walk inside it.
+                pending = [a for a in node.leaves if id(a) not in index]
+                if pending:                 # its tensors first; then this node again
+                    pending.reverse()
+                    stack.extend(pending)
+                    continue
+                part = ("S", node.skey, tuple([recipes.scalar_key(v) for v in node.scalars]),
+                        tuple([index[id(a)] for a in node.leaves]))
+            else:
+                pending = [a for a in node.args if id(a) not in index]
+                if pending:                 # operands first, left to right; then this node again
+                    pending.reverse()
+                    stack.extend(pending)
+                    continue
+                attrs = node.attrs
+                holder = getattr(attrs, "saved", None)
+                if holder is not None:
+                    holders.append(holder)
+                    attrs = attrs.structure
+                part = ("E", node.op, node.dtype, node.shape, attrs, tuple([index[id(a)] for a in node.args]))
+            stack.pop()
+            index[id(node)] = len(parts)
+            parts.append(part)
+        positions.append(index[id(root)])
+    return tuple(parts), tuple(positions), tensors, holders, addresses
+
+
+def _make(pairs, backend) -> list:
+    plans_made[0] += 1
+    return plan_several(pairs, backend)
+
+
+def planned_several(pairs, backend, replay: bool = True) -> list:
+    """plan_several(pairs, backend), or the rebound recipe of an earlier plan of the same signature
+    (replay: or its CUDA graph, where the same addresses were seen before and a result is heavy)."""
+    key, arrays, holders, addresses = signature_several(pairs)
+    try:
+        recipe = recipes._recipes.get(key)
+    except TypeError:                   # an attribute that cannot be hashed: plan every time
+        return _make(pairs, backend)
+    if recipe is not None:
+        if recipe is recipes.PLAN_EACH_TIME:
+            return _make(pairs, backend)
+        heavy = replay and any(node.heavy for _, node in pairs)
+        return recipe.instantiate(arrays, pairs[0][0], holders, addresses if heavy else None)
+    steps = _make(pairs, backend)
+    try:
+        # The destinations are among the arrays (after the tensors), so each rebinds to its place;
+        # the first is also the Recipe's `out`.
+        recipe = recipes.Recipe(steps, arrays, pairs[0][0], holders, backend)
+    except recipes._NotRebindable:
+        recipe = recipes.PLAN_EACH_TIME
+    make_room(recipes._recipes, recipes._MAX_RECIPES, recipes._release)
+    recipes._recipes[key] = recipe
+    return steps
+
+
+def recipe_note(pairs, backend, steps) -> str:
+    """What lt.explain says about the recipe of several results and its CUDA graph replay."""
+    sig = signature_several(pairs)
+    try:
+        recipe = recipes._recipes.get(sig[0])
+    except TypeError:
+        return "recipe: none; an attribute of the expressions cannot be hashed, so the plan is made on every call"
+    if recipe is recipes.PLAN_EACH_TIME:
+        return "recipe: none; a step holds a view of an input or a destination, so the plan is made on every call"
+    text = ("recipe: kept after the first call (the next call with the same structure rebinds these steps "
+            "to its arrays without planning)")
+    if not hasattr(backend, "capture") or not any(node.heavy for _, node in pairs):
+        return text
+    head = "\nCUDA graph replay: "
+    if not graph_replay.ENABLED:
+        return text + head + "off (LAZYTENSOR_CUDA_GRAPHS=0)"
+    reason = (recipe.replays.refusal if recipe is not None else None) or graph_replay.first_refusal(steps)
+    if reason is not None:
+        return text + head + f"not used: {reason}"
+    return text + head + ("the third call over the same tensors and destinations (the first plans, the second runs the recipe and notes their addresses) captures these steps into one "
+                          "CUDA graph; later such calls launch only the graph"
+                          + (f" ({recipe.replays.describe()})" if recipe is not None else ""))

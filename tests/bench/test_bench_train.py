@@ -1,0 +1,59 @@
+"""`python -m lazytensor bench --suite train`: the CPU path runs in seconds (--quick), the table says
+img/s, the speed-up over each peer and peak memory; the PyTorch peers' networks match lazytensor's
+(where torch imports)."""
+from __future__ import annotations
+
+import pytest
+
+from lazytensor.__main__ import main
+from lazytensor.bench.train import LAZYTENSOR, Row, render
+
+
+def test_the_cpu_suite_runs_quickly(monkeypatch, capsys):
+    monkeypatch.setenv("LAZYTENSOR_BENCH_QUICK", "")        # restored after the test: --quick sets it
+    assert main(["bench", "--suite", "train", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "lazytensor training-step benchmark on cpu (quick: a few steps, not a measurement)" in out
+    row = next(line for line in out.splitlines() if line.startswith("| small VGG 32x32, batch 8 | lazytensor"))
+    assert float(row.split("|")[3].replace(",", "")) > 0
+
+
+def test_the_table_gives_lazytensors_speed_up_over_each_peer():
+    rows = [Row("VGG16-BN 32x32, batch 512", LAZYTENSOR + " (AMP)", 120_000.0, 3 << 30),
+            Row("VGG16-BN 32x32, batch 512", "PyTorch AMP eager", 60_000.0, 4 << 30),
+            Row("VGG16-BN 32x32, batch 512", "PyTorch AMP CUDA graph", 80_000.0, 5 << 30),
+            Row("VGG16-BN 32x32, batch 512", "PyTorch torch.compile", None, None, "failed: RuntimeError: no")]
+    text = render(rows, "cuda", torch=object())
+    lines = text.splitlines()
+    assert "| VGG16-BN 32x32, batch 512 | lazytensor lt.train_step (AMP) | 120,000 | - | 3.00 GiB |" in lines
+    assert "| VGG16-BN 32x32, batch 512 | PyTorch AMP eager | 60,000 | 2.00x | 4.00 GiB |" in lines
+    assert "| VGG16-BN 32x32, batch 512 | PyTorch AMP CUDA graph | 80,000 | 1.50x | 5.00 GiB |" in lines
+    assert "| VGG16-BN 32x32, batch 512 | PyTorch torch.compile | - | - | - |" in lines
+    assert "VGG16-BN 32x32, batch 512, PyTorch torch.compile: failed: RuntimeError: no" in lines
+    assert "torch does not import" in render(rows[:1], "cuda", torch=None)
+
+
+@pytest.mark.parametrize("name, px, classes", [("small_vgg", 32, 10), ("vgg16bn", 32, 10), ("resnet50", 224, 1000)])
+def test_the_torch_peers_have_lazytensors_parameters(name, px, classes):
+    torch = pytest.importorskip("torch")
+    from lazytensor.bench.torch_models import build
+    from lazytensor.train.models import build_model
+    ours = build_model(name, px, classes, device="cpu")
+    theirs = build(torch, name, px, classes)
+    assert sorted(tuple(p.shape) for p in ours.parameters()) == sorted(
+        tuple(p.permute(0, 2, 3, 1).shape) if p.ndim == 4 else tuple(p.shape) for p in theirs.parameters())
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_the_cuda_suite_runs_every_configuration(monkeypatch):
+    """Every configuration has a lazytensor figure and a peak; the peers where torch sees the GPU."""
+    import lazytensor as lt
+    if not lt.cuda_usable():
+        pytest.skip("needs CuPy and a CUDA device")
+    from lazytensor.bench.train import run_train_bench
+    monkeypatch.setenv("LAZYTENSOR_BENCH_QUICK", "1")
+    lines = []
+    rows = run_train_bench(lines.append, "cuda")
+    ours = [r for r in rows if r.implementation.startswith(LAZYTENSOR)]
+    assert len(ours) == 3 and all(r.images_per_s and r.peak_bytes for r in ours), lines[0]
