@@ -1,9 +1,9 @@
-# Two commands for a fresh machine: `make demo` and `make test`.
+# Two commands for a fresh machine: `make demo` and `make test`; `make docs` builds the documentation site.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench clean array-api
+.PHONY: demo test bench clean array-api docs
 
 $(VENV)/.installed-base: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,12 @@ $(VENV)/.installed-test: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(VENV)/.installed-base $@
 
+$(VENV)/.installed-docs: pyproject.toml setup.py lazytensor/core/_nodes.c
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $(VENV)/.installed-base $@
+
 demo: $(VENV)/.installed-base
 	$(PY) -m lazytensor demo
 
@@ -26,9 +32,13 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(PY) -m lazytensor bench
 
-# The Array API conformance suite against lazytensor.array_api (minutes; README, "The Array API namespace")
+# The documentation site (docs/, mkdocs.yml) into site/, warnings as errors
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+# The Array API conformance suite against lazytensor.array_api (minutes; docs/benchmarks.md, "Array API conformance")
 array-api: $(VENV)/.installed-test
 	PY=$(abspath $(PY)) tests/array_api/run.sh $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .array-api-tests
+	rm -rf $(VENV) .pytest_cache .hypothesis .array-api-tests site

@@ -12,7 +12,7 @@ one: hence the copy is written here as explicit 32-byte vectors, whose alignment
 guarantees (kernels/cpu/stream_stores.py), and the computing loop keeps its ordinary, vectorized stores
 into an L1-resident buffer. The stores stay out of the computing loop itself: written there (a scalar
 store with `!nontemporal` and `align 32`, which the vectorizer then widens), the gradients of
-sum(tanh(a*b+c)*d) ran 8x slower here, their loads stalled behind the streaming stores (README).
+sum(tanh(a*b+c)*d) ran 8x slower here, their loads stalled behind the streaming stores (docs/design/cpu-transcendentals.md).
 
 The buffers are stack memory (an alloca), which LLVM knows aliases none of the kernel's arguments:
 numba's heap arrays (np.empty) made every block's loop check at run time, 4 buffers against 4 inputs,

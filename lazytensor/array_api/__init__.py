@@ -7,7 +7,7 @@ takes `descending`, astype takes `copy`, ...), and the `lt` namespace follows Nu
 
 Functions lazytensor does not have are absent rather than eager: complex dtypes and real/imag,
 the linalg and fft extensions. The conformance suite runs with `make array-api`
-(tests/array_api/run.sh; README, "The Array API namespace").
+(tests/array_api/run.sh; docs/benchmarks.md, "Array API conformance").
 """
 from __future__ import annotations
 

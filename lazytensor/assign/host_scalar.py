@@ -1,7 +1,7 @@
 """`float(x.sum())`: the value of a full reduction of a CPU tensor, as a Python scalar, in one call.
 
 The general path evaluates a reduction node into a new Tensor, which the node keeps as its result
-(README "Values stay values"), and reads the value from it: planning, a step, a Tensor and the
+(docs/guide/arrays.md, "Values stay values"), and reads the value from it: planning, a step, a Tensor and the
 record of its readers, several times the kernel's own time on small arrays. For
 the one value of a reduction of all the axes of a CPU Tensor (`float(x.sum())`, `x.max().item()`,
 `bool(m.any())`) this path launches the same kernel the plan would (the program of a load of x,

@@ -16,7 +16,7 @@ write: `after_write` gives it the destination as its result, and a later write t
 like any other reader (by a copy) if it is still alive.
 
 Writes that bypass lazytensor (through a NumPy or CuPy array sharing a tensor's memory) are not
-seen; README "Values stay values" says so.
+seen; docs/guide/arrays.md, "Values stay values", says so.
 """
 from __future__ import annotations
 

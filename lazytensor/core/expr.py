@@ -704,7 +704,7 @@ class Origin:
 
 def as_computed(node, cache=None):
     """The node as it was computed: itself, or for an evaluated node (which keeps its value and drops
-    its operands, README "Values stay values") a stand-in with the operands kept in its origin,
+    its operands, docs/guide/arrays.md "Values stay values") a stand-in with the operands kept in its origin,
     provided none of the tensors below was written since (else its gradient cannot be had)."""
     if type(node) is not Expr or node.result is None:
         return node

@@ -42,7 +42,7 @@ modules=(
 )
 cd "$suite"
 export ARRAY_API_TESTS_MODULE=lazytensor.array_api
-# lazytensor has no complex dtypes (README, "Supported ops and dtypes"): the suite leaves them out.
+# lazytensor has no complex dtypes (docs/guide/numpy.md, "Supported ops and dtypes"): the suite leaves them out.
 export ARRAY_API_TESTS_SKIP_DTYPES=complex64,complex128
 # No deadline: a first call plans (and, in the background, compiles) its kernel; on a loaded machine
 # that passes 800 ms, which Hypothesis would report as a failure.
