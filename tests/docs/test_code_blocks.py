@@ -47,7 +47,6 @@ def page_env(cache_dir: Path) -> dict:
     env.pop("LAZYTENSOR_JIT_WAIT", None)           # the default mode: first calls in the interpreter tier
     env["LAZYTENSOR_DEVICE"] = "cpu"               # the pages' printed output is the CPU's
     env["LAZYTENSOR_CACHE_DIR"] = str(cache_dir)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 
