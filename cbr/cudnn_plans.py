@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .cuda_event_timing import median_ms, time_launches
+from lazytensor.kernels.timing import median_ms, time_launches
 from .cudnn_errors import CudnnGraphRejected
 from .cudnn_graphs import ConvGraph
 

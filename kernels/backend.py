@@ -23,7 +23,25 @@
                                  `out`, or its value returned (None where it has none yet)
                                  (lazytensor.assign.host_scalar)
     synchronize()
-    free_cached_memory()         (optional) give memory the backend keeps free back to the device
+
+Each backend subclasses Backend, which declares what a backend can do as class attributes (callers
+ask these, never the backend's name, which is for display, explain's text and cache keys):
+
+    host_memory      arrays are NumPy arrays in host memory (the NumPy library runs on them)
+    graphs           capture(run) records the work run() enqueues as a CUDA graph
+    streams          work is enqueued asynchronously on streams (a side stream may overlap it)
+    cudnn            convolutions and batch-norm graphs may run in cuDNN
+    cublas           matrix products may call cuBLAS (and cuBLASLt epilogues) directly
+    cuda_kernels     the heavy steps' own kernels are generated CUDA C (kernels/cuda), not numba
+    kernel_language  the language of the generated source explain shows ("numba", "CUDA C")
+
+and the optional operations, with the base's defaults for a backend that has none:
+
+    bind_elementwise             None, or a function binding a launch ahead (kernels/cuda/backend.py)
+    reduction_scratch            None, or a function taking a split reduction's partial-result memory
+    free_cached_memory()         give memory the backend keeps free back to the device (a no-op)
+    memory_total()               the device's memory in bytes, or None where it cannot say
+    current_device()             the id of the device work goes to (0)
 
 The CUDA backend's `empty` raises kernels.cuda.device_memory.DeviceOutOfMemory (what, how many bytes)
 when the GPU has no room.
@@ -40,6 +58,35 @@ import threading
 _backends: dict = {}
 _lock = threading.Lock()
 _cuda_usable: bool | None = None
+
+
+class Backend:
+    """What every backend declares; the CPU and CUDA backends override what they have."""
+    CAPABILITIES = ("host_memory", "graphs", "streams", "cudnn", "cublas", "cuda_kernels", "kernel_language")
+
+    name = ""
+    host_memory = False
+    graphs = False
+    streams = False
+    cudnn = False
+    cublas = False
+    cuda_kernels = False
+    kernel_language = ""
+
+    bind_elementwise = None
+    reduction_scratch = None
+
+    def free_cached_memory(self) -> None:
+        pass
+
+    def memory_total(self) -> int | None:
+        return None
+
+    def current_device(self) -> int:
+        return 0
+
+    def capture(self, run):
+        raise NotImplementedError(f"the {self.name} backend has no graphs")
 
 
 def cuda_usable() -> bool:

@@ -22,15 +22,17 @@ def cpu_float16_kernel(a, b) -> bool:
     return int(np.prod(batch, dtype=np.int64)) * n * a.shape[-1] * m >= FLOAT16_KERNEL_MIN_WORK
 
 
-def run_matmul(backend: str, a, b, out, gemm=None) -> None:
-    """out[...] = a @ b, np.matmul's semantics; a, b and out share one dtype (the planner casts).
+def run_matmul(backend, a, b, out, gemm=None) -> None:
+    """out[...] = a @ b, np.matmul's semantics; a, b and out share one dtype (the planner casts);
+    `backend` is the arrays' (kernels.backend.Backend).
     gemm: on CUDA, cuBLAS's arguments for these arrays (lazytensor.kernels.cuda.cublas_gemm), which
     takes no memory during the call; None: cupy.matmul."""
-    float16_kernel = backend == "cpu" and cpu_float16_kernel(a, b)
+    host = backend.host_memory
+    float16_kernel = host and cpu_float16_kernel(a, b)
     if float16_kernel:
         from lazytensor.kernels.cpu.matmul_f16 import matmul_f16     # numba, imported on first use
         matmul_f16(a, b, out)
-    elif backend == "cpu":
+    elif host:
         np.matmul(a, b, out=out)
     elif gemm is not None:
         run_gemm(gemm, a, b, out)
@@ -41,5 +43,5 @@ def run_matmul(backend: str, a, b, out, gemm=None) -> None:
         else:       # a vector operand: cupy.matmul's out= is for the matrix cases only (a small result)
             out[...] = cupy.matmul(a, b)
     if launch_log.listeners:
-        launch_log.record(launch_log.KernelRecord("matmul", backend, "matmul", int(out.size), "memory", 0.0,
-                                                  "float16 kernel" if float16_kernel else "BLAS" if backend == "cpu" else "cuBLAS" if gemm is not None else "cupy.matmul"))
+        launch_log.record(launch_log.KernelRecord("matmul", backend.name, "matmul", int(out.size), "memory", 0.0,
+                                                  "float16 kernel" if float16_kernel else "BLAS" if host else "cuBLAS" if gemm is not None else "cupy.matmul"))

@@ -17,6 +17,7 @@ import types
 import numpy as np
 
 from lazytensor.kernels import launch_log
+from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.background_compile import BackgroundCompiler, wait_for_compiler
 from lazytensor.kernels.cache import KernelCache, cache_folder, report_damaged, write_atomically
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
@@ -95,10 +96,12 @@ def compact_broadcasts(out: np.ndarray, inputs, layout: Layout):
     return compacted, layout_of(out.shape, [a.shape for a in compacted], False)
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     name = "cpu"
-    bind_elementwise = None     # no launch to bind ahead (FusedElementwise.run asks on every run)
-    reduction_scratch = None    # reductions take their partial results' memory on every call
+    host_memory = True
+    kernel_language = "numba"
+    # bind_elementwise None: no launch to bind ahead (FusedElementwise.run asks on every run);
+    # reduction_scratch None: reductions take their partial results' memory on every call
 
     def __init__(self):
         self.kernels = KernelCache()

@@ -17,6 +17,7 @@ import numpy as np
 from lazytensor.kernels.cuda import reduce as cuda_reduce
 
 from lazytensor.kernels import launch_log
+from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.cache import KernelCache, report_damaged
 from lazytensor.kernels.cuda.device_memory import DeviceOutOfMemory, is_out_of_memory
 from lazytensor.kernels.cuda.compile import CubinCompiler
@@ -45,8 +46,14 @@ class CudaLaunch:
         self.raw = raw            # the same launch through the driver's call, its parameters packed in place
 
 
-class CudaBackend:
+class CudaBackend(Backend):
     name = "cuda"
+    graphs = True
+    streams = True
+    cudnn = True
+    cublas = True
+    cuda_kernels = True
+    kernel_language = "CUDA C"
 
     def __init__(self):
         import cupy

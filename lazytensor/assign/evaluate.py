@@ -208,9 +208,7 @@ def free_device_memory() -> None:
     pools' free blocks."""
     release_all()
     for backend in live_backends():
-        free = getattr(backend, "free_cached_memory", None)
-        if free is not None:
-            free()
+        backend.free_cached_memory()
 
 
 def _same_memory(a, b) -> bool:

@@ -20,9 +20,9 @@ from lazytensor.bench.table import Table
 
 def _timer(device):
     if device == "cpu":
-        from lazytensor.tools.timing import time_host
+        from lazytensor.kernels.timing import time_host
         return lambda fn: time_host(fn, repeat=5)
-    from lazytensor.kernels.cuda.timing import burst_ms
+    from lazytensor.kernels.timing import burst_ms
     # Bursts of 50 calls: each burst starts on an idle GPU, so its first call's host time (a gradient
     # step builds its expressions: 0.2-0.45 ms of host work on the H200's host, about the kernel's
     # own time) is idle GPU time inside the burst. Over 10 calls that added 1/10 of it to every row

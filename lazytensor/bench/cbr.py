@@ -33,8 +33,7 @@ import numpy as np
 import lazytensor as lt
 from lazytensor.reuse import replay
 from lazytensor.bench.table import Table
-from lazytensor.tools.timing import time_host
-from lazytensor.kernels.cuda.timing import burst_ms
+from lazytensor.kernels.timing import burst_ms, time_host
 
 CUDA_SHAPES = [  # (label, N, H, W, C, K)
     ("ResNet-50 3x3 N=128 56x56 64->64", 128, 56, 56, 64, 64),
@@ -52,7 +51,7 @@ HOST_SHAPE = ("host cost, N=8 16x16 64->64", 8, 16, 16, 64, 64)
 
 def _gpu_timer(cupy, warmup: int = 3, repeat: int = 9, burst: int = 10):
     def time_gpu(fn) -> float:
-        """Median seconds per call of fn() over bursts of back-to-back calls (kernels/cuda/timing.py):
+        """Median seconds per call of fn() over bursts of back-to-back calls (kernels/timing.py):
         the host work of a call overlaps the GPU work of the previous one, as in a training loop."""
         return burst_ms(fn, bursts=repeat, burst=burst, warmup=warmup) * 1e-3
     return time_gpu

@@ -184,7 +184,7 @@ def _stage_kernel_rows(table, label, b, time_fn, bw, guarded, reps: int = 20):
     from lazytensor.kernels.backend import backend_for
     from lazytensor.plan.planner import plan
     backend = backend_for(b.case.device)
-    if not hasattr(backend, "capture"):
+    if not backend.graphs:
         return
     d_conv, _, _, _ = lt.cbr_bn_backward(b.dy, b.case.saved, b.case.gamma)
     steps = plan(d_conv, b.d_conv.data, backend)

@@ -6,7 +6,7 @@ import numpy as np
 
 import lazytensor as lt
 from lazytensor.bench.table import Table
-from lazytensor.tools.timing import time_host
+from lazytensor.kernels.timing import time_host
 
 
 def _copy_bandwidth(nbytes: int) -> float:

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from lazytensor.kernels.cuda.timing import burst_ms
+from lazytensor.kernels.timing import burst_ms
 
 BIG = 1 << 28            # elements of the streaming cases: 1 GiB per float32 operand
 CHANNELS = 64
@@ -49,7 +49,7 @@ def relu_per_channel(x, m, s, g, b):
 
 
 def _gpu_ms(cp, fn, repeat=REPEAT, warmup=3, burst=10) -> float:
-    """Median GPU milliseconds per call over bursts of back-to-back calls (kernels/cuda/timing.py)."""
+    """Median GPU milliseconds per call over bursts of back-to-back calls (kernels/timing.py)."""
     return burst_ms(fn, bursts=repeat, burst=burst, warmup=warmup)
 
 

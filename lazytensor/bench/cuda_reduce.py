@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from lazytensor.kernels.cuda.timing import burst_ms
+from lazytensor.kernels.timing import burst_ms
 
 from lazytensor.bench.table import Table
 
@@ -24,7 +24,7 @@ SLOW_PEER_SECONDS = 0.05      # peers slower than this get three timed runs, not
 
 
 def _gpu_seconds(cp, fn, repeat=REPEAT, warmup=2) -> float:
-    """Seconds per call over bursts of back-to-back calls (kernels/cuda/timing.py), as the other
+    """Seconds per call over bursts of back-to-back calls (kernels/timing.py), as the other
     suites time; a peer slower than SLOW_PEER_SECONDS is timed by three single calls instead."""
     for _ in range(warmup):
         fn()

@@ -26,7 +26,7 @@ import numpy as np
 import lazytensor as lt
 from lazytensor.bench.table import Table
 from lazytensor.core.expr import node_builder
-from lazytensor.tools.timing import time_host
+from lazytensor.kernels.timing import time_host
 
 
 def cpu_time(fn, repeat: int = 7, number: int = 1) -> float:

@@ -44,12 +44,12 @@ def run_several_bench(print_fn=print, device: str = "cpu", scale: int | None = N
     n = 1 << scale
     if device == "cpu":
         from lazytensor.bench.cpu import _copy_bandwidth
-        from lazytensor.tools.timing import time_host
+        from lazytensor.kernels.timing import time_host
         xp, bw, timer, peer = np, _copy_bandwidth(1 << 28), time_host, "NumPy eager"
     else:
         import cupy as cp
         from lazytensor.bench.cuda import copy_bandwidth
-        from lazytensor.kernels.cuda.timing import burst_ms
+        from lazytensor.kernels.timing import burst_ms
         xp, bw, peer = cp, max(copy_bandwidth(cp).values()), "CuPy eager"
         timer = lambda fn: burst_ms(fn) * 1e-3   # noqa: E731
     table = Table(f"lazytensor: several results at once on {device}", peer)

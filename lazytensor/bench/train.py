@@ -15,7 +15,7 @@ which measures nothing, skips that tuning.
 Each row gives img/s, lazytensor's speed over that row, and the peak device memory: for torch,
 torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy pool's used bytes.
 Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
-timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.cuda.timing).
+timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.timing).
 
 CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
 torch imports; a smoke test of the suite more than a measurement.
@@ -55,9 +55,9 @@ def quick() -> bool:
 def _seconds_per_step(device: str):
     """A timer of one step: CUDA events over bursts on the GPU, host time on the CPU."""
     if device == "cpu":
-        from lazytensor.tools.timing import time_host
+        from lazytensor.kernels.timing import time_host
         return lambda fn: time_host(fn, repeat=2 if quick() else 5)
-    from lazytensor.kernels.cuda.timing import burst_ms
+    from lazytensor.kernels.timing import burst_ms
     if quick():
         return lambda fn: burst_ms(fn, bursts=1, burst=2, warmup=1) * 1e-3
     return lambda fn: burst_ms(fn, bursts=5, burst=10, warmup=5) * 1e-3

@@ -64,7 +64,7 @@ def memory_lines(planned, optimizer) -> list:
     if live:
         lines.append(f"  alive at the arena's peak (step {memory.peak_step + 1}), by the step that writes them: "
                      + ", ".join(f"{kind} {b / _MB:.3f} MB ({n})" for kind, b, n in live))
-    if rec.backend.name == "cuda":
+    if rec.backend.cudnn:
         sizes = _cudnn_workspaces(rec.backend)
         lines.append(f"  outside the arena: cuDNN workspaces {sum(sizes) / _MB:.3f} MB ({len(sizes)} in this process, "
                      f"one per graph kind shared by its graphs, the largest {max(sizes, default=0) / _MB:.3f} MB); the "
@@ -75,7 +75,7 @@ def memory_lines(planned, optimizer) -> list:
 
 
 def _cudnn_workspaces(backend) -> list:
-    if backend.name != "cuda":
+    if not backend.cudnn:
         return []
     from lazytensor.cbr.cudnn_cache import default_cache
     return default_cache().workspaces()

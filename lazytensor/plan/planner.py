@@ -204,7 +204,7 @@ def plan(root, out, backend, replay=False) -> list:
     replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
     if not root.heavy:
         return elementwise_steps(root, out, backend)
-    if root.op == "reduce" and not root.args[0].heavy and not hasattr(backend, "capture"):
+    if root.op == "reduce" and not root.args[0].heavy and not backend.graphs:
         steps = _root_reduction(root, out, backend)
         if steps is not None:
             return steps

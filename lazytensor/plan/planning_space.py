@@ -76,7 +76,7 @@ class PlanningSpace:
     def empty(self, shape, dtype):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         dtype = np.dtype(dtype)
-        if self.backend.name == "cuda":
+        if not self.backend.host_memory:
             a = _device_placeholder(shape, dtype)
             own = a.data.mem
         else:

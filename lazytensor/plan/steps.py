@@ -114,7 +114,7 @@ class FusedElementwise:
         if self.bound is not None:
             self.bound()
             return
-        bind = getattr(self.backend, "bind_elementwise", None)
+        bind = self.backend.bind_elementwise
         if bind is not None:
             self.bound = bind(self.program, self.out, self.inputs, self.scalars, self.mask, self.memo)
             self.bound()
@@ -125,7 +125,7 @@ class FusedElementwise:
 
     def capture_refusal(self):
         """Why this step cannot be captured into a CUDA graph (lazytensor.reuse.replay), or None."""
-        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
 
     def describe(self, source: bool = True) -> str:
         head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
@@ -156,7 +156,7 @@ class FusedReduction:
         self.note = note
         # Memory for partial results, where the backend splits the reduction: taken with the plan,
         # so that a rebound plan has its own and a captured graph (lazytensor.reuse.replay) owns none.
-        scratch = getattr(backend, "reduction_scratch", None)
+        scratch = backend.reduction_scratch
         self.scratch = None if scratch is None else scratch(program, spec, out, inputs)
 
     def run(self):
@@ -166,7 +166,7 @@ class FusedReduction:
             self.backend.run_reduction(self.program, self.spec, self.out, self.inputs, self.scalars, self.scratch)
 
     def capture_refusal(self):
-        if self.backend.name != "cuda":
+        if not self.backend.graphs:
             return f"the {self.backend.name} backend has no graphs"
         if not self.out.flags.c_contiguous:
             return "the reduction writes a strided result through a temporary it takes on every call"

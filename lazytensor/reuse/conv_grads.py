@@ -74,7 +74,7 @@ class WgradThenDgrad:
 
     def describe(self, source: bool = True) -> str:
         if self.side is None:
-            how = "one after the other" + (" on the current stream" if self.backend.name == "cuda" else "")
+            how = "one after the other" + (" on the current stream" if self.backend.streams else "")
         else:
             how = ("wgrad on a side stream forked by an event, dgrad on the current stream "
                    + ("after wgrad's event (dX overwrites X, which wgrad reads)" if self.dx_in_x else "alongside it")
@@ -117,7 +117,7 @@ def _measure_streams(step):
     launches from Python take longer than its GPU work, which would hide the difference); where
     capture fails, launched from Python."""
     import cupy
-    from lazytensor.kernels.cuda.timing import burst_ms
+    from lazytensor.kernels.timing import burst_ms
     step.wgrad.run()                                  # builds the graphs before anything is timed or captured
     step.dgrad.run()
     how = "as captured graphs"
@@ -169,7 +169,7 @@ def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False, first_layer: boo
     wgrad = backward_step(backend, "wgrad", xs.data, dy.data, x_shape, w_shape, attrs, dw, path, note)
     dgrad = backward_step(backend, "dgrad", dy.data, ws.data, x_shape, w_shape, attrs, dx, path, note)
     pair = WgradThenDgrad(backend, wgrad, dgrad, dx_in_x)
-    if backend.name == "cuda" and not dx_in_x and path == "cudnn":
+    if backend.streams and not dx_in_x and path == "cudnn":
         two, why = _choose_streams(pair, xs, ws, attrs)
         pair = WgradThenDgrad(backend, wgrad, dgrad, False, _side_stream(xs.data.device.id) if two else None, note=why)
     steps.append(pair)
@@ -259,7 +259,7 @@ class ConvGradsCall:
                  + ("; dX in x's memory" if dx_in_x else ""),
                  f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}"]
         lines += [f"[{i}] " + step.describe(source) for i, step in enumerate(steps, 1)]
-        note = _recipe_note(_signature(*self.args)[0], steps, hasattr(_backend(x), "capture"))
+        note = _recipe_note(_signature(*self.args)[0], steps, _backend(x).graphs)
         return "\n".join(lines + [note]), steps, [note]
 
 

@@ -187,7 +187,7 @@ class Recipe:
         self.temps = [(filled if filled is not None and filled[1].itemsize * math.prod(filled[0]) >= size
                        else ((size,), np.dtype(np.uint8))) for size, filled in spans]
         self.builders = [t.compile() for t in templates]
-        self.replays = graph_replay.Replays(backend) if hasattr(backend, "capture") else None
+        self.replays = graph_replay.Replays(backend) if backend.graphs else None
 
     def instantiate(self, tensors, out, holders, addresses=None):
         """The recipe's steps over these arrays, with fresh temporaries; fills the result holders.
@@ -337,7 +337,7 @@ def planned(root, out, backend, make_plan, replay=False):
 def replay_note(root, out, backend, steps) -> str | None:
     """What lt.explain says about CUDA graph replay of `steps`, the plan of `root` into `out`; None
     where the backend has no graphs or the expression is one kernel anyway."""
-    if not hasattr(backend, "capture") or not root.heavy:
+    if not backend.graphs or not root.heavy:
         return None
     head = "CUDA graph replay: "
     if not graph_replay.ENABLED:

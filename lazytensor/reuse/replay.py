@@ -66,10 +66,10 @@ def budget(backend=None) -> int:
     if BUDGET is not None:
         return BUDGET
     if not _device_budget:
-        total = getattr(backend, "memory_total", None)
+        total = None if backend is None else backend.memory_total()
         if total is None:
             return _DEFAULT_MB * 2**20
-        _device_budget.append(max(_DEFAULT_MB * 2**20, total() // 16))
+        _device_budget.append(max(_DEFAULT_MB * 2**20, total // 16))
     return _device_budget[0]
 _MAX_GRAPHS = 8         # per recipe: a loop alternates between a few destinations at most
 _MAX_FAILURES = 2       # failed captures before a recipe is run step by step for good

@@ -160,7 +160,7 @@ def recipe_note(pairs, backend, steps) -> str:
         return "recipe: none; a step holds a view of an input or a destination, so the plan is made on every call"
     text = ("recipe: kept after the first call (the next call with the same structure rebinds these steps "
             "to its arrays without planning)")
-    if not hasattr(backend, "capture") or not any(node.heavy for _, node in pairs):
+    if not backend.graphs or not any(node.heavy for _, node in pairs):
         return text
     head = "\nCUDA graph replay: "
     if not graph_replay.ENABLED:

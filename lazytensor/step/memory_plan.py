@@ -138,9 +138,7 @@ class MemoryPlan:
         for holder in holders:
             holder.release()
         del keep
-        free = getattr(backend, "free_cached_memory", None)
-        if free is not None:
-            free()
+        backend.free_cached_memory()
         arena = backend.empty((max(size, 1),), np.uint8)
         self.memory = arena
         arrays = [None] * len(numbers)

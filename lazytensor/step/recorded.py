@@ -84,7 +84,7 @@ class RecordedAssignment:
 
     def _graph(self):
         """A ReplayStep to capture the steps on its first run, or None (and graph_note says why)."""
-        if not hasattr(self.backend, "capture"):
+        if not self.backend.graphs:
             self.graph_note = f"no CUDA graph: the {self.backend.name} backend has none; the steps run one by one"
             return None
         if not graph_replay.ENABLED:
@@ -117,7 +117,7 @@ class RecordedAssignment:
                     f"{self._replays.replays} launches since")
         if self.graph_note is not None:
             return self.graph_note
-        if not hasattr(self.backend, "capture"):
+        if not self.backend.graphs:
             return f"no CUDA graph: the {self.backend.name} backend has none; the steps run one by one"
         refusal = getattr(getattr(self, "_replays", None), "refusal", None)
         if refusal is not None:

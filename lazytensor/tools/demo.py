@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import lazytensor as lt
-from lazytensor.tools.timing import time_host
+from lazytensor.kernels.timing import time_host
 
 
 def run_demo(device=None) -> None:

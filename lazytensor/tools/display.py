@@ -11,16 +11,12 @@ What each display evaluates: nothing, except a tensor's own values.
 from __future__ import annotations
 
 import html as _html
-import textwrap
 
 from lazytensor.core.expr import Const, Expr
 from lazytensor.core.tensor import Tensor
 from lazytensor.core.render_tree import render_tree
-
-_STYLE = ("<style>.lt-display table{border-collapse:collapse;margin:4px 0}"
-          ".lt-display th,.lt-display td{border:1px solid #ccc;padding:2px 8px;text-align:left;"
-          "vertical-align:top;font-family:monospace}"
-          ".lt-display pre{margin:2px 0}</style>")
+from lazytensor.tools.explain import explain
+from lazytensor.tools.explanation_html import STYLE, explanation_html, table_rows
 
 
 def html(x) -> str:
@@ -36,64 +32,15 @@ def tensor_html(t: Tensor) -> str:
 
 
 def expr_html(expr: Expr) -> str:
-    from lazytensor.tools.explain import explain
-    info = _rows([("expression", render_tree(expr)), ("shape", str(expr.shape)), ("dtype", expr.dtype.name),
-                  ("device", str(expr.device))])
+    info = table_rows([("expression", render_tree(expr)), ("shape", str(expr.shape)), ("dtype", expr.dtype.name),
+                        ("device", str(expr.device))])
     try:
         plan = explanation_html(explain(expr, source=False), header=False)
     except Exception as exc:   # noqa: BLE001 - a display must show, not raise: the plan's error is the news
         plan = f"<p>no plan: {_html.escape(type(exc).__name__)}: {_html.escape(str(exc))}</p>"
-    return (f"{_STYLE}<div class='lt-display'><b>lazytensor Expr</b> (not evaluated)<table>{info}</table>"
+    return (f"{STYLE}<div class='lt-display'><b>lazytensor Expr</b> (not evaluated)<table>{info}</table>"
             f"<details><summary>tree</summary><pre>{_html.escape(tree_text(expr))}</pre></details>"
             f"{plan}</div>")
-
-
-def explanation_html(explanation, header: bool = True) -> str:
-    """The steps of a plan as a table, then each step's program and generated source."""
-    steps = explanation.steps
-    rows = []
-    details = []
-    for i, step in enumerate(steps, 1):
-        brief = step.describe(source=False)
-        head, _, listing = brief.partition("\n")
-        kind, _, what = head.partition(": ")
-        rows.append(f"<tr><td>{i}</td><td>{_html.escape(kind)}</td><td>{_html.escape(what)}</td></tr>")
-        body = f"<pre>{_html.escape(textwrap.dedent(listing))}</pre>" if listing.strip() else ""
-        if explanation.source:
-            full = step.describe(source=True)
-            source = full[len(brief):] if full.startswith(brief) else ""
-            if source.strip():
-                body += _source_html(textwrap.dedent(source.strip("\n")), getattr(getattr(step, "backend", None),
-                                                                                  "name", ""))
-        if body:
-            details.append(f"<details><summary>[{i}] {_html.escape(kind)}</summary>{body}</details>")
-    lines = str(explanation).splitlines()
-    top = ""
-    if header:
-        top = (f"{_STYLE}<div class='lt-display'><b>lt.explain</b>"
-               f"<table>{_rows([tuple(line.split(': ', 1)) for line in lines[:2]])}</table>")
-    table = (f"<p>plan: {len(steps)} step{'s' if len(steps) != 1 else ''}</p>"
-             f"<table><tr><th>#</th><th>step</th><th>what it does</th></tr>{''.join(rows)}</table>")
-    notes = "".join(f"<p>{_html.escape(n)}</p>" for n in explanation.notes)
-    return top + table + "".join(details) + notes + ("</div>" if header else "")
-
-
-def _rows(pairs) -> str:
-    return "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(v)}</td></tr>" for k, v in pairs)
-
-
-def _source_html(text: str, backend: str) -> str:
-    """A kernel's header line, then its source highlighted as Python (numba) or CUDA C."""
-    title, _, code = text.partition("\n")
-    out = f"<p>{_html.escape(title)}</p>"
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import CudaLexer, PythonLexer
-    except ImportError:
-        return out + f"<pre>{_html.escape(code)}</pre>"
-    lexer = CudaLexer() if backend == "cuda" else PythonLexer()
-    return out + highlight(code, lexer, HtmlFormatter(noclasses=True, nowrap=False))
 
 
 def tree_text(root) -> str:

@@ -7,18 +7,18 @@ from lazytensor.assign.writes import readers_to_settle
 from lazytensor.core.expr import Expr
 from lazytensor.core.render_tree import render_tree
 from lazytensor.core.tensor import Tensor
+from lazytensor.tools.explanation_html import explanation_html
 
 
 class Explanation(str):
     """The text of the plan (a str, so print() shows it as it is); `.steps` holds the step objects
     themselves, in the order they run. A notebook shows it as HTML: the steps as a table, then each
-    kernel's program and highlighted source (lazytensor.tools.display)."""
+    kernel's program and highlighted source (lazytensor.tools.explanation_html)."""
     steps: list
     notes: list = []        # lines after the steps (the replay note)
     source: bool = True     # whether the text includes the generated source
 
     def _repr_html_(self) -> str:
-        from lazytensor.tools.display import explanation_html
         return explanation_html(self)
 
     def _repr_pretty_(self, printer, cycle):

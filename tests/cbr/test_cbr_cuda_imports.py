@@ -12,7 +12,7 @@ MODULES = [
     "lazytensor.cbr.cudnn_plans",
     "lazytensor.cbr.cudnn_cache",
     "lazytensor.cbr.cudnn_conv",
-    "lazytensor.cbr.cuda_event_timing",
+    "lazytensor.kernels.timing",
     "lazytensor.cbr.tune",
     "lazytensor.bench.cudnn_calls",
 ]

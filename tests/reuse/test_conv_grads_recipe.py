@@ -174,7 +174,7 @@ class _Recorder:
 def _two_stream_log(monkeypatch, dx_in_x):
     rec = _Recorder()
     monkeypatch.setitem(sys.modules, "cupy", rec.module)
-    pair = cg.WgradThenDgrad(types.SimpleNamespace(name="cuda"), rec.step("wgrad"), rec.step("dgrad"), dx_in_x,
+    pair = cg.WgradThenDgrad(types.SimpleNamespace(name="cuda", streams=True), rec.step("wgrad"), rec.step("dgrad"), dx_in_x,
                              side=rec.side)
     pair.run()
     return rec, pair

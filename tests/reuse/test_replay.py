@@ -12,6 +12,7 @@ import lazytensor as lt
 from tests.support.devices import cudnn_ready
 from lazytensor.reuse import recipes; from lazytensor.reuse import replay
 from lazytensor.kernels import launch_log
+from lazytensor.kernels.backend import Backend
 from tests.support.stand_in_graphs import stand_in_graphs
 
 
@@ -38,8 +39,9 @@ class FakeGraph:
         self.launches += 1
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     name = "fake"
+    graphs = True
 
     def __init__(self, fail=False):
         self.fail, self.captured = fail, []

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
+from lazytensor.kernels.backend import Backend
 from lazytensor.reuse import several_recipes
 from tests.support.stand_in_graphs import stand_in_graphs
 
@@ -98,7 +99,7 @@ def test_explain_says_the_plan_is_kept():
 def test_graph_memory_defaults_to_a_share_of_the_device(monkeypatch):
     from lazytensor.reuse import replay
 
-    class Device:
+    class Device(Backend):
         def __init__(self, total):
             self.memory_total = lambda: total
     monkeypatch.setattr(replay, "BUDGET", None)
@@ -106,7 +107,7 @@ def test_graph_memory_defaults_to_a_share_of_the_device(monkeypatch):
         monkeypatch.setattr(replay, "_device_budget", [])
         assert replay.budget(Device(total)) == want
     monkeypatch.setattr(replay, "_device_budget", [])
-    assert replay.budget(object()) == 1 << 30                   # a backend that cannot say: 1024 MB
+    assert replay.budget(Backend()) == 1 << 30                  # a backend that cannot say: 1024 MB
     monkeypatch.setattr(replay, "BUDGET", 123 << 20)            # LAZYTENSOR_GRAPH_MEMORY=123
     assert replay.budget(Device(141 << 30)) == 123 << 20
 

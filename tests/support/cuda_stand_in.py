@@ -12,6 +12,7 @@ import numpy as np
 
 from lazytensor.core.tensor import Tensor
 from lazytensor.kernels import backend as backends
+from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.cache import KernelCache
 from lazytensor.kernels.cuda.backend import CudaBackend
 from lazytensor.kernels.cuda.kernel import CudaKernel
@@ -110,6 +111,16 @@ def stand_in_backend(monkeypatch) -> tuple:
     monkeypatch.setattr(direct, "_known", {})       # (it keeps the backend of each expression it has seen)
     launches.stream = stream
     return backend, launches
+
+
+def with_cuda_capabilities(**overrides):
+    """A class decorator: the class declares what the CUDA backend declares (Backend.CAPABILITIES),
+    but for `overrides`, so that a host-side stand-in takes the CUDA branches of the planning."""
+    def declare(cls):
+        for capability in Backend.CAPABILITIES:
+            setattr(cls, capability, overrides.get(capability, getattr(CudaBackend, capability)))
+        return cls
+    return declare
 
 
 def device_tensor(host: np.ndarray) -> Tensor:

@@ -27,7 +27,7 @@ def stand_in_graphs(monkeypatch) -> list:
         captured.append(ReRun(run))
         return captured[-1]
 
-    monkeypatch.setattr(CpuBackend, "capture", capture, raising=False)
-    monkeypatch.setattr(CpuBackend, "current_device", lambda self: 0, raising=False)
+    monkeypatch.setattr(CpuBackend, "graphs", True)
+    monkeypatch.setattr(CpuBackend, "capture", capture)
     monkeypatch.setattr(replay, "first_refusal", lambda steps: None)
     return captured

@@ -127,14 +127,14 @@ class FinalizeStep:
         gamma, beta, rm, rv = self.vectors
         if not self.training:
             eq_scale, eq_bias = self.outs
-            if self.backend.name == "cpu":
+            if self.backend.host_memory:
                 finalize_cpu.finalize_inference(gamma, beta, rm, rv, self.eps, eq_scale, eq_bias)
             else:
                 from lazytensor.cbr import finalize_cuda
                 finalize_cuda.finalize_inference(gamma, beta, rm, rv, self.eps, eq_scale, eq_bias)
             return
         a, b = self.stats
-        if self.backend.name == "cpu":      # the CPU statistics are always mean and variance
+        if self.backend.host_memory:      # the CPU statistics are always mean and variance
             finalize_cpu.finalize_train(a, b, float(self.count), gamma, beta, rm, rv, self.momentum,
                                         self.eps, *self.outs)
         else:
@@ -143,7 +143,7 @@ class FinalizeStep:
                                          self.momentum, self.eps, *self.outs)
 
     def capture_refusal(self):
-        return None if self.backend.name == "cuda" else "the finalize runs on the CPU"
+        return None if self.backend.graphs else "the finalize runs on the CPU"
 
     def describe(self, source: bool = True) -> str:
         if not self.training:
@@ -169,7 +169,7 @@ class CommitStep:
         self.backend, self.staged, self.running, self.written = backend, staged, running, tuple(written)
 
     def run(self):
-        if self.backend.name == "cpu":
+        if self.backend.host_memory:
             finalize_cpu.commit_running(*self.staged, *self.running)   # both in one call: never half
         else:
             from lazytensor.cbr import finalize_cuda
@@ -177,7 +177,7 @@ class CommitStep:
         saved_results.mark(self.written)
 
     def capture_refusal(self):
-        return None if self.backend.name == "cuda" else "the commit runs on the CPU"
+        return None if self.backend.graphs else "the commit runs on the CPU"
 
     def describe(self, source: bool = True) -> str:
         text = f"Commit: the updated running_mean and running_var ({self.running[0].shape[0]} channels)"
@@ -265,7 +265,7 @@ def _conv_operands(conv, backend, cut, steps):
 
 
 def _conv_step(backend, x, w, attrs, y, fused):
-    if backend.name == "cpu":
+    if backend.host_memory:
         return Conv2dStep(backend, x.data, w.data, attrs, y, "cpu")
     why = cudnn_refusal(x, w)
     if why is None:
@@ -313,7 +313,7 @@ def _build_batch_norm(node, backend, cut, out):
     # float64 activations keep float64 statistics and affine maps on the CPU, whose finalize kernel
     # takes any float type (a float64 training step then matches a float64 reference to 1e-10); the
     # CUDA finalize works in float32, as cuDNN's statistics do.
-    stat = np.dtype(np.float64) if node.dtype == np.float64 and backend.name == "cpu" else _F32
+    stat = np.dtype(np.float64) if node.dtype == np.float64 and backend.host_memory else _F32
     rows = iter(backend.empty((8, channels), stat))
     eq = [next(rows), next(rows)]
 
@@ -339,7 +339,7 @@ def _build_batch_norm(node, backend, cut, out):
             a.saved.path = f"stage 1: {choice}" + (f" ({times})" if times else "")
         else:
             choice = "conv + statistics reduction"
-            a.saved.path = f"stage 1: {'im2col + BLAS' if backend.name == 'cpu' else conv.path if conv else 'input'}" \
+            a.saved.path = f"stage 1: {'im2col + BLAS' if backend.host_memory else conv.path if conv else 'input'}" \
                            f" + statistics reduction"
         if choice == "conv_fprop + genstats":
             sums = [next(rows), next(rows)]
@@ -418,7 +418,7 @@ def _relu_mask_plan(root, out, backend):
 
 def _inference_graph_plan(root, out, backend):
     """relu(batch_norm(conv2d(x, w), training=False)) on CUDA: try the single cuDNN graph."""
-    if backend.name != "cuda" or root.op != "relu":
+    if not backend.cudnn or root.op != "relu":
         return None
     bn = root.args[0]
     if not (isinstance(bn, Expr) and bn.op == "batch_norm" and not bn.attrs.training):

@@ -199,7 +199,7 @@ def _sums_step(backend, device, dy, conv_out, mean, inv_var, lanes, mask, bits, 
 def _vector_refusal(backend, activations, arrays, channels=()) -> str | None:
     """Why the vectorized CUDA kernels (lazytensor.plan.conv.dbn_cuda) do not run over `activations`
     (a node or an array: its dtype and shape) and `arrays` (the NHWC arrays they would touch), or None."""
-    if backend.name != "cuda":
+    if not backend.cuda_kernels:
         return f"the {backend.name} backend"
     from lazytensor.plan.conv.dbn_cuda import vector_refusal
     return vector_refusal(activations.dtype, tuple(activations.shape), arrays, channels)
@@ -211,7 +211,7 @@ def _add_note(step, text):
 
 def _generic(backend, steps, refusal):
     """The generic kernels' last step says, on CUDA, why the vectorized ones did not run."""
-    if backend.name == "cuda":
+    if backend.cuda_kernels:
         _add_note(steps[-1], f"generic dBN kernels: {refusal}")
 
 
@@ -282,7 +282,7 @@ def _build_dx(node, backend, cut, out):
     else:
         _dx_step(backend, node, dy, conv_out, mean, inv_var, gamma, sums, mask, bits, result, own)
         _generic(backend, own, refusal)
-    if backend.name == "cuda" and _cudnn_dbn_refusal(node) is None:
+    if backend.cudnn and _cudnn_dbn_refusal(node) is None:
         own = _chosen(node, backend, (dy, mask, conv_out, gamma, mean, inv_var), result, sums_steps, own)
     return _finish(node, backend, out, result, steps + own)
 

@@ -106,7 +106,7 @@ class ConvBackwardStep:
 
 def backward_path(backend, x_shape, w_shape, dtype):
     """(path, note): "cpu", "cudnn", or "host" with the reason cuDNN cannot take the call."""
-    if backend.name == "cpu":
+    if backend.host_memory:
         return "cpu", ""
     from lazytensor.cbr.cudnn_support import cudnn_shape_refusal, cudnn_unavailable_reason
     why = cudnn_unavailable_reason() or cudnn_shape_refusal(x_shape, w_shape, dtype)

@@ -32,7 +32,7 @@ def choose_dbn(shape, device_id: int, run_own, run_graph):
 
 def _measure(run_own, run_graph):
     from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
-    from lazytensor.kernels.cuda.timing import burst_ms
+    from lazytensor.kernels.timing import burst_ms
     t_own = burst_ms(run_own, bursts=3, burst=5, warmup=1)
     try:
         t_graph = burst_ms(run_graph, bursts=3, burst=5, warmup=1)

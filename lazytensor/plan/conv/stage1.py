@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
-from lazytensor.kernels.cuda.timing import burst_ms
+from lazytensor.kernels.timing import burst_ms
 from lazytensor.kernels.program import Reduction
 from lazytensor.plan.lower import lower
 from lazytensor.plan.measured_choice import MeasuredChoices, device_name

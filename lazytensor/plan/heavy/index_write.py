@@ -17,7 +17,7 @@ from lazytensor.plan.lower import lower
 
 
 def _runner(backend):
-    if backend.name == "cpu":
+    if not backend.cuda_kernels:
         from lazytensor.kernels.cpu import index_write as module
     else:
         from lazytensor.kernels.cuda import index_write as module
@@ -38,7 +38,7 @@ class FusedScatter:
                                               self.scalars, self.value_shape, self.from_out)
 
     def capture_refusal(self):
-        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
 
     def describe(self, source: bool = True) -> str:
         head = (f"FusedScatter on {self.backend.name}: out[index] = values, {self.index.shape[0]} rows of "
@@ -110,7 +110,7 @@ class RowGather:
         return "a row gather runs in the array library, which allocates its result on every call"
 
     def describe(self, source: bool = True) -> str:
-        library = "NumPy" if self.backend.name == "cpu" else "CuPy"
+        library = "NumPy" if self.backend.host_memory else "CuPy"
         return (f"RowGather on {self.backend.name}: x[index] of {self.x.shape} {self.x.dtype} -> {self.out.shape}, "
                 f"by {library}'s take")
 
@@ -124,7 +124,7 @@ class RowScatterAdd:
 
     def run(self):
         self.out[...] = 0
-        if self.backend.name == "cpu":
+        if self.backend.host_memory:
             import numpy
             numpy.add.at(self.out, self.index, self.g)
         else:
@@ -138,14 +138,14 @@ class RowScatterAdd:
         return "a scatter-add runs in the array library (np.add.at, cupyx.scatter_add)"
 
     def describe(self, source: bool = True) -> str:
-        library = "np.add.at" if self.backend.name == "cpu" else "cupyx.scatter_add"
+        library = "np.add.at" if self.backend.host_memory else "cupyx.scatter_add"
         return (f"RowScatterAdd on {self.backend.name}: zeros of {self.out.shape} {self.out.dtype} with g "
                 f"{self.g.shape} added into the indexed rows, repeats adding up, by {library} (the gradient of "
                 f"a row gather)")
 
 
 def _library(backend):
-    if backend.name == "cpu":
+    if backend.host_memory:
         import numpy
         return numpy
     import cupy

@@ -26,7 +26,7 @@ class MaskGather:
         return "a boolean-mask gather runs in the array library (CuPy may synchronize)"
 
     def describe(self, source: bool = True) -> str:
-        library = "NumPy" if self.backend.name == "cpu" else "CuPy"
+        library = "NumPy" if self.backend.host_memory else "CuPy"
         return (f"MaskGather on {self.backend.name}: x[mask] of {self.x.shape} {self.x.dtype} -> {self.out.shape}, "
                 f"by {library}'s boolean indexing (the mask's count was read when the gather was built)")
 
@@ -51,7 +51,7 @@ class MaskExpand:
         return "a boolean-mask scatter runs in the array library (CuPy may synchronize)"
 
     def describe(self, source: bool = True) -> str:
-        library = "NumPy" if self.backend.name == "cpu" else "CuPy"
+        library = "NumPy" if self.backend.host_memory else "CuPy"
         return (f"MaskExpand on {self.backend.name}: zeros of {self.out.shape} {self.out.dtype} with g "
                 f"{self.g.shape} written where the mask is true, by {library}'s boolean indexing (the gradient "
                 f"of a mask gather)")

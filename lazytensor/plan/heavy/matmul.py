@@ -31,17 +31,17 @@ class MatmulStep:
     def __init__(self, backend, a, b, out, note="", bias=None, kind="", epilogue=""):
         self.backend, self.a, self.b, self.out, self.note = backend, a, b, out, note
         # The arguments depend on shapes and strides only, which a recipe's signature fixes.
-        self.gemm, self.why = arguments_for(a, b, out) if backend.name == "cuda" or kind else (None, None)
+        self.gemm, self.why = arguments_for(a, b, out) if backend.cublas or kind else (None, None)
         self.bias, self.kind, self.epilogue = bias, kind, epilogue
 
     def run(self):
         if self.kind:
             run_epilogue_gemm(self.gemm, self.a, self.b, self.bias, self.out, self.kind)
         else:
-            run_matmul(self.backend.name, self.a, self.b, self.out, self.gemm)
+            run_matmul(self.backend, self.a, self.b, self.out, self.gemm)
 
     def capture_refusal(self):
-        if self.backend.name != "cuda":
+        if not self.backend.graphs:
             return f"the {self.backend.name} backend has no graphs"
         if self.gemm is not None:
             return None
@@ -50,10 +50,10 @@ class MatmulStep:
         return f"cupy.matmul may allocate inside the call (cuBLAS is not called directly for {self.why})"
 
     def describe(self, source: bool = True) -> str:
-        if self.backend.name == "cpu" and cpu_float16_kernel(self.a, self.b):
+        if self.backend.host_memory and cpu_float16_kernel(self.a, self.b):
             how = ("float16 kernel (NumPy has no float16 BLAS; float32 sums in NumPy's order, rounded once: "
                    "NumPy's numbers)")
-        elif self.backend.name == "cpu":
+        elif self.backend.host_memory:
             how = "NumPy matmul (BLAS)"
         elif self.gemm is not None:
             how = f"cuBLAS {'strided batched ' if self.gemm.batch > 1 else ''}GEMM ({_layouts(self.gemm)}; no allocation: capturable)"
@@ -103,7 +103,7 @@ def _build_matmul(node, backend, cut, out):
         if taken is not None:
             return steps, taken
     direct = (out is not None and not any(may_overlap(out, t.data) for t in (a, b))
-              and (backend.name == "cpu" or out.flags.c_contiguous or arguments_for(a.data, b.data, out)[0] is not None))
+              and (backend.host_memory or out.flags.c_contiguous or arguments_for(a.data, b.data, out)[0] is not None))
     y = out if direct else backend.empty(tuple(node.shape), node.dtype)
     steps.append(_product_step(node, a, b, y, backend, cut, why))
     if out is not None and not direct:
@@ -257,7 +257,7 @@ def _build_transposed_matmul(node, backend, cut, out):
     a, b = _operands(x, backend, cut, steps)
     y = backend.empty(tuple(node.shape), node.dtype)
     product = y.swapaxes(-1, -2)                    # x's shape, written through the transposed view
-    if backend.name != "cpu" and arguments_for(a.data, b.data, product)[0] is None:
+    if not backend.host_memory and arguments_for(a.data, b.data, product)[0] is None:
         return _build_view(node, backend, cut, out)  # cupy.matmul writes contiguous results only
     steps.append(_product_step(x, a, b, product, backend, cut, "", note="computed transposed, as it is read"))
     memo[id(x)] = _tensor.Tensor(product, x.device)

@@ -117,7 +117,7 @@ def _site(relu, parents):
 
 def available(backend) -> bool:
     """Whether the planner looks for sites on this backend (cuBLASLt: CUDA only)."""
-    return backend.name == "cuda"
+    return backend.cublas
 
 
 def choose(gemm, out, trials, kind: str = "relu_bias") -> tuple:
@@ -148,7 +148,7 @@ def _measured(trials):
 def _measure(run_kernel, run_epilogue, check):
     """Both ways timed, then their results compared: an epilogue is taken only where it is faster and
     gives the GEMM and kernel's numbers (cuBLASLt's algorithms differ per shape and version)."""
-    from lazytensor.kernels.cuda.timing import burst_ms
+    from lazytensor.kernels.timing import burst_ms
     t_kernel = burst_ms(run_kernel, bursts=3, burst=5, warmup=2)
     try:
         t_epilogue = burst_ms(run_epilogue, bursts=3, burst=5, warmup=2)

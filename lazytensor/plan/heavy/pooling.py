@@ -24,7 +24,7 @@ class PoolStep:
 
     def run(self):
         a = self.attrs
-        if self.backend.name == "cpu":
+        if not self.backend.cuda_kernels:
             if self.direction == "forward":
                 _pool_cpu().pool_forward(a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
             else:
@@ -42,16 +42,16 @@ class PoolStep:
                                                       "pool", int(self.out.size), "memory", 0.0))
 
     def capture_refusal(self):
-        return None if self.backend.name == "cuda" else f"the {self.backend.name} backend has no graphs"
+        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
 
     def describe(self, source: bool = True) -> str:
         a = self.attrs
-        what = "numba kernel" if self.backend.name == "cpu" else "generated CUDA C kernel"
+        what = "generated CUDA C kernel" if self.backend.cuda_kernels else "numba kernel"
         name = f"{a.kind}_pool2d" + ("" if self.direction == "forward" else " backward")
         text = (f"Pool on {self.backend.name}: {name}, kernel {a.kernel}, stride {a.stride}, padding "
                 f"{a.padding}, {a.in_shape} -> {self.out.shape} {self.out.dtype}: {what}")
         kernels = (self.direction,)
-        if self.direction == "backward" and self.backend.name == "cuda":
+        if self.direction == "backward" and self.backend.cuda_kernels:
             kernels = _pool_cuda().backward_kernels(a.kind, self.out.shape, self.g.shape, a.kernel, a.stride, a.padding)
         if a.kind == "max" and self.direction == "backward":
             text += "; each window's gradient to its first max (last NaN)"
@@ -62,12 +62,12 @@ class PoolStep:
         elif kernels == ("argmax", "backward_indexed"):
             text += ("; windows overlap: two kernels, each window's argmax found once into a byte, then a gather "
                      "per input cell over the windows that hold it, comparing its place with that byte")
-        elif self.direction == "backward" and self.backend.name == "cuda":
+        elif self.direction == "backward" and self.backend.cuda_kernels:
             text += "; windows overlap: a gather per input cell over the windows that hold it"
-        if self.backend.name == "cuda":
+        if self.backend.cuda_kernels:
             vec = _pool_cuda().vector_width(self.out.dtype, self.out.shape[3])
             text += f"; {vec} channels per thread" if vec > 1 else "; one channel per thread"
-        if source and self.backend.name == "cuda":
+        if source and self.backend.cuda_kernels:
             for kernel in kernels:
                 kernel = _pool_cuda().render_pool(kernel, a.kind, self.out.dtype, vec=vec).kernel
                 text += "\n" + "\n".join("    " + line for line in kernel.splitlines())
@@ -76,7 +76,7 @@ class PoolStep:
 
 def _operand(node, backend, cut, steps):
     t = materialized(cut(node), backend, steps, cut)
-    if backend.name == "cpu" or t.data.flags.c_contiguous:
+    if not backend.cuda_kernels or t.data.flags.c_contiguous:
         return t.data
     dense = backend.empty(tuple(t.shape), t.dtype)
     steps.append(copy_step(backend, t.data, dense, "dense NHWC copy for the pooling kernel"))
@@ -86,7 +86,7 @@ def _operand(node, backend, cut, steps):
 def _result(node, backend, out, operands):
     """The plan's destination when the pooling is its root and may write it (no overlap with the
     operands; dense on CUDA, whose kernels write dense NHWC), else a temporary."""
-    if (out is not None and (backend.name == "cpu" or out.flags.c_contiguous)
+    if (out is not None and (not backend.cuda_kernels or out.flags.c_contiguous)
             and not any(a is not None and may_overlap(out, a) for a in operands)):
         return out
     return backend.empty(tuple(node.shape), node.dtype)
@@ -116,7 +116,7 @@ def _build_pool_backward(node, backend, cut, out):
     dx = _result(node, backend, out, (x, g))
     a = node.attrs
     argmax = None
-    if backend.name == "cuda" and "argmax" in _pool_cuda().backward_kernels(a.kind, dx.shape, g.shape, a.kernel,
+    if backend.cuda_kernels and "argmax" in _pool_cuda().backward_kernels(a.kind, dx.shape, g.shape, a.kernel,
                                                                          a.stride, a.padding):
         argmax = backend.empty(tuple(g.shape), np.uint8)
     steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx, argmax))

@@ -13,7 +13,7 @@ from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, may_overlap
 
 def _runner(backend):
     """The kernels' module for this backend, imported on first use (numba, CuPy stay unimported)."""
-    if backend.name == "cpu":
+    if not backend.cuda_kernels:
         from lazytensor.kernels.cpu import scan as module
     else:
         from lazytensor.kernels.cuda import scan as module
@@ -32,7 +32,7 @@ class FusedScan:
         _runner(self.backend).run_scan(self.backend, self.program, self.spec, self.out, self.inputs, self.scalars)
 
     def capture_refusal(self):
-        if self.backend.name != "cuda":
+        if not self.backend.graphs:
             return f"the {self.backend.name} backend has no graphs"
         if _runner(self.backend).library_fallback(self.spec):
             return "the scan runs in CuPy's library, over a temporary it takes on every call"
@@ -40,7 +40,7 @@ class FusedScan:
 
     def describe(self, source: bool = True) -> str:
         s = self.spec
-        if self.backend.name == "cuda" and _runner(self.backend).library_fallback(s):
+        if self.backend.cuda_kernels and _runner(self.backend).library_fallback(s):
             how = ("in CuPy's parallel order; the elementwise expression evaluated into a temporary first (few long "
                    "rows: see below)")
         else:

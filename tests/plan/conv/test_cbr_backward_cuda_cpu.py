@@ -18,6 +18,7 @@ from lazytensor.plan.conv import saved_results
 from lazytensor.plan.planner import plan
 from lazytensor.plan.steps import FusedElementwise, FusedReduction
 from tests.plan.conv.test_cbr_backward_graphs import FakeGraph, NotSupported, nhwc
+from tests.support.cuda_stand_in import with_cuda_capabilities
 
 F16 = np.dtype(np.float16)
 
@@ -133,12 +134,12 @@ class DbnFakeGraph(FakeGraph):
 @pytest.fixture
 def fake_gpu_timing(monkeypatch, tmp_path):
     """choose_dbn's measurements without a GPU: burst_ms returns what each candidate says it costs."""
-    from lazytensor.kernels.cuda import timing as cuda_timing
+    from lazytensor.kernels import timing
     from lazytensor.plan.conv import dbn_choice as cbr_dbn_choice, stage1 as cbr_stage1
     monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("LAZYTENSOR_CBR_TUNE", raising=False)
     monkeypatch.setattr(cbr_stage1, "_device_name", lambda device_id: "FakeGPU")
-    monkeypatch.setattr(cuda_timing, "burst_ms", lambda fn, **kw: fn())
+    monkeypatch.setattr(timing, "burst_ms", lambda fn, **kw: fn())
     monkeypatch.setattr(cbr_dbn_choice._CHOICES, "memory", {})
     return cbr_dbn_choice
 
@@ -174,8 +175,10 @@ def test_the_dbn_choice_untimed_or_rejected_takes_the_own_kernels(fake_gpu_timin
     assert c.choose_dbn((4, 4, 4, 8), 0, lambda: 1 / 0, lambda: 1 / 0) == (c.OWN, "LAZYTENSOR_CBR_TUNE=0: not timed")
 
 
-class _CudaNamedCpu:
-    """The CPU backend under the name "cuda": the CUDA planning branches of stage 1, run on the host."""
+@with_cuda_capabilities(graphs=False)       # (it has no capture)
+class _CpuWithCudaCapabilities:
+    """The CPU backend declaring the CUDA backend's name and capabilities: the CUDA planning branches
+    of stage 1, run on the host."""
     name = "cuda"
 
     def __init__(self):
@@ -207,7 +210,7 @@ def test_the_cuda_stage_one_plan_on_a_stand_in(forced, monkeypatch):
     monkeypatch.setattr(cudnn_dbn, "compiled_dbn_graph_for", lambda *a, **k: None)
     node = lt.cbr_bn_backward(dy, saved, gamma)[0]
     steps: list = []
-    backend = _CudaNamedCpu()
+    backend = _CpuWithCudaCapabilities()
     new_steps, result = cbr_backward_plan._build_dx(node, backend, cutter(steps, backend), None)
     names = [type(s).__name__ for s in steps + new_steps]
     # the sums are planned once, ahead of either path: dgamma and dbeta read them

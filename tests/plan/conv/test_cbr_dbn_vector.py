@@ -18,7 +18,7 @@ from lazytensor.kernels.cuda.dbn import dbn_geometry, render_dbn
 from lazytensor.ops import cbr_backward
 from lazytensor.plan.conv.dbn_cuda import vector_refusal
 from tests.support.dbn_emulator import emulate_drelu, emulate_dx, emulate_sums
-from tests.plan.conv.test_cbr_backward_cuda_cpu import _CudaNamedCpu, _holder
+from tests.plan.conv.test_cbr_backward_cuda_cpu import _CpuWithCudaCapabilities, _holder
 
 F16 = np.dtype(np.float16)
 
@@ -108,7 +108,7 @@ def test_the_kernels_index_math_emulated(rows, k, sms, relu, special, seed):
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    """The CPU backend named "cuda", the vectorized kernels' launches replaced by their NumPy model
+    """The CPU backend with the CUDA backend's capabilities, the vectorized kernels' launches replaced by their NumPy model
     (on 2 SMs), plans made afresh (no recipe of a real backend's plan is reused, none is kept)."""
     from lazytensor.plan.conv import dbn_cuda as cbr_dbn_cuda
     from lazytensor.reuse import recipes
@@ -118,9 +118,9 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(cuda_dbn, "dbn_sums", lambda compiler, *a: emulate_sums(*a))
     monkeypatch.setattr(cuda_dbn, "dbn_dx", lambda compiler, *a: emulate_dx(*a))
     monkeypatch.setattr(cuda_dbn, "dbn_drelu", lambda compiler, *a: emulate_drelu(*a))
-    monkeypatch.setattr(_CudaNamedCpu, "compiler", None, raising=False)
+    monkeypatch.setattr(_CpuWithCudaCapabilities, "compiler", None, raising=False)
     monkeypatch.setattr(cbr_backward, "sums_write_skip", lambda dy: vector_refusal(dy.dtype, dy.shape, ()) is None)
-    return _CudaNamedCpu()
+    return _CpuWithCudaCapabilities()
 
 
 def _plan(expr, backend):

@@ -250,9 +250,9 @@ def test_trials_run_the_plans_layouts_and_a_wrong_epilogue_is_not_taken(emulated
     """The timed trials run both ways on random operands of the plan's layouts (a weight gradient
     written transposed stays so: BGRADB, as in the plan) and compare their results: an epilogue that
     gives other numbers (here an emulation summing the wrong operand) is not taken, whatever its time."""
-    from lazytensor.kernels.cuda import timing as cuda_timing
+    from lazytensor.kernels import timing
     times = iter([1.0, 0.5] * 20)               # the kernel way, then the epilogue: the epilogue is faster
-    monkeypatch.setattr(cuda_timing, "burst_ms", lambda fn, **kw: (fn(), next(times))[1])
+    monkeypatch.setattr(timing, "burst_ms", lambda fn, **kw: (fn(), next(times))[1])
     monkeypatch.setattr(matmul_epilogue, "_key", lambda gemm, out, kind: f"test|{broken}|{kind}|{tuple(gemm)}")
     if broken:
         def wrong(args, a, b, bias, out, epilogue="relu_bias"):
