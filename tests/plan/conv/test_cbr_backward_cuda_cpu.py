@@ -208,7 +208,7 @@ def test_the_cuda_stage_one_plan_on_a_stand_in(forced, monkeypatch):
     node = lt.cbr_bn_backward(dy, saved, gamma)[0]
     steps: list = []
     backend = _CudaNamedCpu()
-    new_steps, result = cbr_backward_plan._build_dx(node, backend, cutter(steps, backend), None)
+    new_steps, result = cbr_backward_plan.build_dx(node, backend, cutter(steps, backend), None)
     names = [type(s).__name__ for s in steps + new_steps]
     # the sums are planned once, ahead of either path: dgamma and dbeta read them
     assert names == ["GridReduction", "DbnGraphStep" if forced == "cudnn" else "GridElementwise"], names
