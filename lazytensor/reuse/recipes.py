@@ -349,20 +349,16 @@ def planned(root, out, backend, make_plan, replay=False):
 
 def replay_note(root, out, backend, steps) -> str | None:
     """What lt.explain says about CUDA graph replay of `steps`, the plan of `root` into `out`; None
-    where the backend has no graphs or the expression is one kernel anyway. A plan no call has
-    kept yet is kept now, as assigning `root` into `out` would keep it."""
-    if not hasattr(backend, "capture") or not root.heavy:
+    where the backend has no graphs or the expression is one kernel anyway. The plan explain made
+    is kept as assigning `root` into `out` would keep it (lazytensor.assign.plans), where none is."""
+    if not root.heavy:
+        return None
+    recipe = _kept_as_assigned(root, out, backend, steps)
+    if not hasattr(backend, "capture"):
         return None
     head = "CUDA graph replay: "
     if not graph_replay.ENABLED:
         return head + "off (LAZYTENSOR_CUDA_GRAPHS=0)"
-    sig = signature(root, out)
-    try:
-        recipe = None if sig is None else kept(sig[0])
-        if recipe is None and sig is not None:
-            recipe = keep(sig[0], steps, sig[1], out, sig[2], backend)
-    except TypeError:
-        recipe = None
     if recipe is None or recipe is PLAN_EACH_TIME:
         return head + "not used: this plan is made afresh on every call (its destination or a step's view shares memory with an input)"
     replays = recipe.replays
@@ -373,6 +369,23 @@ def replay_note(root, out, backend, steps) -> str | None:
             "recipe and notes their addresses) captures these steps into one CUDA graph, which keeps that call's "
             "temporaries; later such calls launch only the graph, and hand out "
             "its results again once the caller no longer holds the previous ones (" + replays.describe() + ")")
+
+
+def _kept_as_assigned(root, out, backend, steps):
+    """The recipe of `steps`, the plan of the heavy `root` into `out`, kept under its signature if
+    none is; None where assignment keeps none: a signature that cannot be hashed or is none, or the
+    reduction written straight into the destination that is planned on every call."""
+    if (root.op == "reduce" and not root.args[0].heavy and not hasattr(backend, "capture") and len(steps) == 1
+            and getattr(steps[0], "spec", None) is root.attrs and getattr(steps[0], "out", None) is out):
+        return None
+    sig = signature(root, out)
+    if sig is None:
+        return None
+    try:
+        recipe = kept(sig[0])
+    except TypeError:
+        return None
+    return keep(sig[0], steps, sig[1], out, sig[2], backend) if recipe is None else recipe
 
 
 def _release(recipe) -> None:
