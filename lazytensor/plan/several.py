@@ -151,8 +151,8 @@ class _Patterned:
 
 
 def _whole_plan_patterns(pairs, backend, shared):
-    """Results whose root matches one of the table's PATTERNS (lazytensor.plan.heavy.table) are planned by it, as `dst[...] = e`
-    would be, unless a heavy node below them is shared with another result (planned once, by the
+    """Results whose root matches one of the PATTERNS (lazytensor.plan.heavy.table) are planned by
+    it, as `dst[...] = e` would be, unless a heavy node below them is shared with another result (planned once, by the
     common cutter). Such a result is written straight to its destination when no other expression
     reads that memory, else to a temporary copied after every kernel ran.
     -> (_Patterned, pairs with the patterned results' destinations replaced by None)."""

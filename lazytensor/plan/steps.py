@@ -19,7 +19,7 @@ def run_steps(steps, out=None) -> None:
     """Run a plan's steps in order: the one loop every plan goes through. Running out of GPU memory
     in a step raises DeviceOutOfMemory saying which step, and whether anything the caller holds was
     written before it (`out`, the plan's destination or a list of them; running statistics are
-    written by the last step only, lazytensor.plan.conv.cbr's CommitStep)."""
+    written by the last step only, lazytensor.plan.conv.steps.CommitStep)."""
     step = None
     try:
         if before_step is None:
