@@ -30,13 +30,12 @@ from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.conv.operands import contiguous
 from lazytensor.plan.conv.conv_backward import FIRST_LAYER_NOTE, backward_path, backward_step
 from lazytensor.plan.planner import cutter
-from lazytensor.plan.steps import first_refusal
 from lazytensor.reuse.several_recipes import walk
-from lazytensor.plan.steps import run_steps
+from lazytensor.plan.steps import Step, first_refusal, run_steps
 
 
 
-class WgradThenDgrad:
+class WgradThenDgrad(Step):
     """wgrad, then dgrad (which may overwrite wgrad's X): see the module doc."""
     __slots__ = ("backend", "wgrad", "dgrad", "dx_in_x", "side", "events", "note")
     order = ("wgrad", "dgrad")      # the hazard's order; tests run a stand-in with it reversed

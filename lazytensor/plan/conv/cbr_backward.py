@@ -99,7 +99,7 @@ class _Grid:
         return dy if self.bit is None else apply("where", self.bit, dy, 0)
 
 
-class _OnGridViews:
+class _OnGridViews(Step):
     """A step over reshaped views of its arrays (the grid above), made on its first run: it holds
     the arrays themselves, which a plan recipe rebinds to each call's own (a view of a plan's input
     or destination it could not rebind, and the plan would be made on every call)."""
