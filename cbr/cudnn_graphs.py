@@ -6,7 +6,7 @@
     conv_dgrad            dx = the gradient of conv(x, w) in x, from dy and w     (backward)
     conv_wgrad            dw = the gradient of conv(x, w) in w, from x and dy     (backward)
     dbn_relu              dx, dgamma, dbeta = batchnorm_backward(dy * mask, y, ...) (backward stage 1,
-                          built in cudnn_dbn.py)
+                          launched by cudnn_dbn.py)
 
 x and w are float16 NHWC / KRSC, y float16 NHWC; the statistics, eq_scale and eq_bias are float32
 (K,) vectors, and the conv accumulates in float32 (the intermediate type), so the statistics and
@@ -160,7 +160,6 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     if kind in (GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD):
         return build_conv_backward_graph(kind, key, handle)
     if kind is GraphKind.DBN_RELU:
-        from .cudnn_dbn import build_dbn_graph
         return build_dbn_graph(key, handle)
     _, cudnn = import_cuda_modules()
     if key.dtype != "float16":
@@ -264,5 +263,43 @@ def build_conv_backward_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGrap
         raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
     except (RuntimeError, ValueError) as e:     # as build_conv_graph: no graph, the caller falls back
         raise CudnnGraphRejected(kind.value, key, f"{type(e).__name__}: {str(e).strip()}") from e
+    uids = {role: int(tensors[role].get_uid()) for role in GRAPH_ROLES[kind]}
+    return ConvGraph(kind, key, g, uids, handle)
+
+
+def build_dbn_graph(key: ConvKey, handle) -> ConvGraph:
+    """The dbn_relu graph over key.out_shape; CudnnGraphRejected if cuDNN will not take it."""
+    kind = GraphKind.DBN_RELU
+    _, cudnn = import_cuda_modules()
+    if key.dtype != "float16":
+        raise CudnnGraphRejected(kind.value, key, f"the cuDNN dBN graph takes float16 activations; got {key.dtype}")
+    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    n, p, q, k = key.out_shape
+    try:
+        g = cudnn.pygraph(name="lazytensor_dbn_relu", io_data_type=half, intermediate_data_type=f32,
+                          compute_data_type=f32, handle=handle)
+        y_dims, y_strides = nchw_dims_nhwc_strides(n, k, p, q)
+        vec_dims, vec_strides = nchw_dims_nhwc_strides(1, k, 1, 1)
+        dy = g.tensor(name="dy", dim=y_dims, stride=y_strides, data_type=half)
+        mask = g.tensor(name="mask", dim=y_dims, stride=y_strides, data_type=cudnn.data_type.BOOLEAN)
+        y = g.tensor(name="y", dim=y_dims, stride=y_strides, data_type=half)
+        gamma, mean, inv_var = (g.tensor(name=name, dim=vec_dims, stride=vec_strides, data_type=f32)
+                                for name in ("gamma", "mean", "inv_var"))
+        dym = g.scale(input=dy, scale=mask, compute_data_type=f32, name="drelu")
+        dx, dgamma, dbeta = g.batchnorm_backward(grad=dym, input=y, scale=gamma, mean=mean, inv_variance=inv_var,
+                                                 name="dbn")
+        dx.set_output(True).set_data_type(half).set_dim(y_dims).set_stride(y_strides)
+        for t in (dgamma, dbeta):
+            t.set_output(True).set_data_type(f32).set_dim(vec_dims).set_stride(vec_strides)
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+    except cudnn.cudnnGraphNotSupportedError as e:
+        raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
+    except (RuntimeError, ValueError, TypeError, AttributeError) as e:   # as build_conv_graph: the caller falls back
+        raise CudnnGraphRejected(kind.value, key, f"{type(e).__name__}: {str(e).strip()}") from e
+    tensors = {"dy": dy, "mask": mask, "y": y, "gamma": gamma, "mean": mean, "inv_var": inv_var,
+               "dx": dx, "dgamma": dgamma, "dbeta": dbeta}
     uids = {role: int(tensors[role].get_uid()) for role in GRAPH_ROLES[kind]}
     return ConvGraph(kind, key, g, uids, handle)

@@ -20,28 +20,24 @@ from lazytensor.kernels.cuda.device_memory import DeviceOutOfMemory
 from lazytensor.ops.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
 from lazytensor.ops.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
 from lazytensor.ops.conv_bn import conv2d, batch_norm, BatchNormSaved
-from lazytensor.plan.conv import cbr as _cbr_plan  # noqa: F401  (registers the conv2d/batch_norm planners)
 from lazytensor.nn.cbr_block import CBR
 from lazytensor import cbr
 
-# Convolution and batch-norm gradients: the backward convolutions as nodes of their own, and their planner.
+# Convolution and batch-norm gradients: the backward convolutions as nodes of their own.
 from lazytensor.ops.conv_backward import conv2d_backward_data, conv2d_backward_filter
-from lazytensor.plan.conv import conv_backward as _conv_backward_plan  # noqa: F401  (registers their steps)
 # Matrix products, pooling and losses: heavy nodes planned by plan/heavy/matmul.py and
 # plan/heavy/pooling.py; the softmax family is composed from lazy ops.
 from lazytensor.ops.matmul import matmul
 from lazytensor.ops.pooling import max_pool2d, avg_pool2d
 from lazytensor.ops.softmax import logsumexp, log_softmax, softmax, cross_entropy
-from lazytensor.plan.heavy import matmul as _matmul_plan, pooling as _pooling_plan  # noqa: F401  (register)
 # Several results at once: lt.assign([(dst, e), ...]); lt.evaluate(e1, e2, ...) is assign/evaluate's
 from lazytensor.assign.simultaneous import assign
 # Gradients: lt.grad builds the backward as lazy expressions; lt.explain_grad shows them
 from lazytensor.autodiff import grad, Gradients
 from lazytensor.tools.explain_grad import explain_grad
 
-# The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own and their planner.
+# The fused CBR backward: stage 1 (drelu + dBN) as nodes of its own.
 from lazytensor.ops.cbr_backward import cbr_bn_backward
-from lazytensor.plan.conv import cbr_backward as _cbr_backward_plan  # noqa: F401  (registers their steps)
 from lazytensor.reuse.conv_grads import conv_grads
 # NumPy's breadth: further ufuncs, ...
 from lazytensor.ops.ufuncs import (log2, log10, exp2, isinf, signbit, arcsin, arccos, arctan, sinh, cosh,
@@ -75,10 +71,6 @@ from lazytensor.nn.train_step import TrainStep, train_step
 
 # The CBR block is built on the user API above; it is offered as lt.cbr.CBR beside the CBR kernels.
 cbr.CBR = CBR
-
-# The fused CBR backward inside one plan with its forward (a recorded training step): nodes
-# that stand for the forward's saved results, and their planner.
-from lazytensor.plan.conv import forward_saved as _forward_saved_plan  # noqa: F401  (registers their builder)
 
 # The CBR backward's conv_grads as an object lt.explain shows.
 from lazytensor.reuse.conv_grads import ConvGradsCall

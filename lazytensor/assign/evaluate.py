@@ -10,7 +10,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.memory import address as _address
 from lazytensor.assign import direct
 from lazytensor.assign.host_scalar import reduced_scalar
-from lazytensor.plan.planner import plan
+from lazytensor.assign.plans import planned
 from lazytensor.assign.writes import after_write, before_write, readers_of
 from lazytensor.core.shapes import check_assignable
 from lazytensor.core.tensor import Tensor, asarray, empty
@@ -148,7 +148,7 @@ def _write(dest: Tensor, node, what: str) -> None:
 
 
 def _plan_and_run(node, dest: Tensor) -> list:
-    steps = plan(node, dest.data, dest.backend, replay=True)
+    steps = planned(node, dest.data, dest.backend, replay=True)
     run_steps(steps, dest.data)
     return steps
 

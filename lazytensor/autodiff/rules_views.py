@@ -18,7 +18,6 @@ from lazytensor.autodiff.rules import gradient_rule
 from lazytensor.core.expr import Expr
 from lazytensor.ops.reductions import reduce
 from lazytensor.ops.views import getitem, reshape, transpose
-from lazytensor.plan.heavy import scatter as _scatter_planner  # noqa: F401  (registers the "scatter" planner)
 
 
 def sum_to(g, shape: tuple):

@@ -25,6 +25,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
     import cupy as cp
     from lazytensor.kernels.cuda.cublas_gemm import arguments_for, run_gemm
     from lazytensor.kernels.cuda.cublaslt_gemm import run_epilogue_gemm
+    from lazytensor.assign.plans import set_matmul_epilogue_mode
     from lazytensor.plan.heavy import matmul_epilogue
     rng = np.random.default_rng(0)
     x = lt.asarray(rng.standard_normal((batch, k)).astype(dtype), device="cuda")
@@ -37,7 +38,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
     for mode, name in (("off", "cuBLAS GEMM + lazytensor's fused bias+ReLU kernel"),
                        ("on", "cuBLASLt GEMM with the RELU_BIAS epilogue (through lazytensor's plan)"),
                        ("measure", "lazytensor's plan (measures both, takes the faster)")):
-        matmul_epilogue.set_mode(mode)
+        set_matmul_epilogue_mode(mode)
         z = lt.empty((batch, n), dtype, "cuda")
 
         def run():
@@ -46,7 +47,7 @@ def _rows(table, timer, torch, batch, k, n, dtype):
         if mode == "measure":
             table.notes.append(f"{case}: " + next(line for line in str(lt.explain(lt.relu(x @ w.T + b), out=z, source=False))
                                                    .splitlines() if "Matmul" in line))
-    matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
+    set_matmul_epilogue_mode(matmul_epilogue.DEFAULT_MODE)
     table.add(case, "cuBLASLt RELU_BIAS epilogue, called directly",
               timer(lambda: run_epilogue_gemm(args, x.data, w.data.T, b.data, y.data)))
     if torch is not None:
@@ -58,12 +59,13 @@ def _rows(table, timer, torch, batch, k, n, dtype):
 
 def _train_steps(table, timer, dtype):
     from lazytensor.bench.autodiff import _mlp_model, mlp_loss, mlp_optimizer
+    from lazytensor.assign.plans import set_matmul_epilogue_mode
     from lazytensor.plan.heavy import matmul_epilogue
     case = f"MLP 784-4096-4096-10 lt.train_step, batch 8192, {np.dtype(dtype).name}"
     for mode, name in (("off", "epilogues off: GEMMs, relu kernels, bias-gradient reductions"),
                        ("on", "epilogues on: RELU_BIAS forward, BGRAD weight-gradient GEMMs"),
                        ("measure", "lazytensor's choice per shape (the default)")):
-        matmul_epilogue.set_mode(mode)
+        set_matmul_epilogue_mode(mode)
         model, x, labels = _mlp_model("cuda", dtype)
         step = lt.train_step(model, mlp_loss, mlp_optimizer(model))
         table.add(case, name, timer(lambda: step(x, labels)))
@@ -71,7 +73,7 @@ def _train_steps(table, timer, dtype):
             text = lt.explain(step, source=False)
             table.notes += [f"{case}: " + line[:330] for line in text.splitlines() if "Matmul" in line]
         del step, model
-    matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
+    set_matmul_epilogue_mode(matmul_epilogue.DEFAULT_MODE)
 
 
 def run_epilogue_bench(print_fn=print) -> Table:

@@ -19,7 +19,6 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.shapes import broadcast_shapes
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.ops.device_arrays import array_module, evaluated
-from lazytensor.plan.heavy import index_write as _index_write_plan  # noqa: F401  (registers its planner)
 
 
 def row_index(key):

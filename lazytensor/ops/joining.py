@@ -11,7 +11,6 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, as_node
-from lazytensor.plan.heavy import concatenate as _concatenate_plan  # noqa: F401  (registers its planner)
 from lazytensor.ops.views import expand_dims, ravel, reshape
 
 

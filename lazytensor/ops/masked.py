@@ -29,7 +29,6 @@ from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.kernels.ops import OPS
 from lazytensor.ops.device_arrays import array_module
 from lazytensor.assign.evaluate import result_of
-from lazytensor.plan.heavy import mask_gather as _mask_gather_plan  # noqa: F401  (registers its planner)
 
 
 class MaskToken:

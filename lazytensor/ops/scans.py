@@ -12,7 +12,6 @@ from lazytensor.core.expr import Expr
 from lazytensor.core import tensor as _tensor
 from lazytensor.kernels.scan import Scan
 from lazytensor.ops.views import ravel, broadcast_to
-from lazytensor.plan.heavy import scans as _scan_plan  # noqa: F401  (registers the "scan" planner)
 
 _dtypes: dict = {}
 

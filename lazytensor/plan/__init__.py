@@ -1,1 +1,1 @@
-"""Expression -> steps: lowering to kernel programs, heavy-node builders and the CBR patterns, recipes, CUDA graph replay, evaluation."""
+"""Expression -> steps: lowering to kernel programs, the table of heavy ops and their builders, the CBR patterns, the steps."""

@@ -1,122 +1,32 @@
 """The planner: one pass over an expression that returns the list of steps that will run.
 
 `lt.explain` prints exactly this list. A purely elementwise expression is one FusedElementwise
-step. Heavy nodes (reductions, materialized views, convolutions) are cut out of the DAG: each
-becomes a step of its own whose result is a temporary tensor, and the elementwise work above
-them still fuses into one final kernel. HEAVY declares, per heavy op, how its step is built.
-
-When the destination is also read through a different index map (an overlapping view),
-the expression is evaluated into a temporary first, as NumPy's "right side first" semantics need.
+step (lazytensor.plan.elementwise). Heavy nodes (reductions, materialized views, convolutions) are
+cut out of the DAG: each becomes a step of its own whose result is a temporary tensor, and the
+elementwise work above them still fuses into one final kernel. The table of heavy ops
+(lazytensor.plan.heavy.table) says, per heavy op, which builders make its steps.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from lazytensor.core.expr import Expr
-from lazytensor.kernels.program import program_for
-from lazytensor.plan.lower import lower
-from lazytensor.plan.heavy.matmul_epilogue import available, epilogue_sites
-from lazytensor.plan.steps import FusedElementwise, FusedReduction
-from lazytensor.reuse import recipes
-from lazytensor.plan.shared_values import shared_wide_values
-from lazytensor.core.memory import address as _address, may_overlap, owner
 from lazytensor.core import tensor as _tensor
+from lazytensor.plan.elementwise import aliased, elementwise_steps
+from lazytensor.plan.evaluated import evaluating_step, materialized
+from lazytensor.plan.heavy.matmul_epilogue import available, epilogue_sites
+from lazytensor.plan.heavy.table import HEAVY, PATTERNS, ROOT_WRITERS
+from lazytensor.plan.lower import lower
+from lazytensor.plan.shared_values import shared_wide_values
+from lazytensor.plan.steps import FusedReduction
 
 
-# -- aliasing ---------------------------------------------------------------------------------------
-
-def aliased(out, inputs) -> bool:
-    """True when an input shares memory with `out` but is read through another index map."""
-    ob = None
-    for a in inputs:
-        if a is out:
-            continue
-        if ob is None:
-            ob = owner(out)
-        # (a NumPy array without a base owns itself; a CuPy array's owner is its allocation)
-        if (a if type(a) is np.ndarray and a.base is None else owner(a)) is not ob:
-            continue
-        if a.shape == out.shape and a.strides == out.strides and _address(a) == _address(out):
-            continue
-        if may_overlap(a, out):
-            return True
-    return False
-
-
-# -- heavy nodes -----------------------------------------------------------------------------------
-# A builder turns one heavy node into steps: builder(node, backend, cut, out) -> (steps, replacement).
-# `cut(a)` returns operand `a` with its own heavy parts already planned; `replacement` is what the
-# node becomes in the expression above it: a Tensor holding its result, or an elementwise
-# expression over such tensors that fuses into the next kernel. `out` is the destination array
-# when the node is the root of the plan and its builder may write there directly, else None.
-
-def _build_reduce(node, backend, cut, out):
-    x = cut(node.args[0])
-    kept = evaluated_tensor(cut, x)
-    if kept is not None:                    # evaluated for another step already: read it
-        x = kept
-    spec = node.attrs
-    program, inputs, scalars = lower(x, x.dtype)
-    result = out if out is not None else backend.empty(spec.out_shape, spec.out_dtype)
-    return [FusedReduction(backend, program, spec, result, inputs, scalars)], _tensor.Tensor(result, node.device)
-
-
-def _build_materialize(node, backend, cut, out):
-    from lazytensor.core.view_steps import NoViewPossible, apply_step
-    x = cut(node.args[0])
-    step, why = node.attrs
-    kept = evaluated_tensor(cut, x)
-    if node.args[0].heavy and isinstance(kept, _tensor.Tensor):
-        try:    # the heavy operand already ran into a temporary of its own: view it, no copy
-            return [], _tensor.Tensor(apply_step(kept.data, step), node.device)
-        except NoViewPossible:
-            pass
-    tmp = backend.empty(x.shape, x.dtype)
-    steps = plan(x, tmp, backend)
-    steps[-1].note = f"materialized into a temporary for a view: {why}"
-    keep_evaluated(cut, x, tmp, steps[-1])
-    return steps, _tensor.Tensor(apply_step(tmp, step), node.device)
-
-
-def materialized(node, backend, steps, cut=None) -> "_tensor.Tensor":
-    """`node` (already cut: no heavy parts) as a Tensor, evaluating it into a temporary if needed.
-    cut: the plan's cutter, which keeps what was evaluated so that an expression several heavy
-    nodes read (a gradient both matmuls of a layer's backward read, an activation the forward's
-    matmul and a weight gradient's transposed view read) is evaluated once."""
-    kept = evaluated_tensor(cut, node)
-    if isinstance(kept, _tensor.Tensor):
-        return kept
-    tmp = backend.empty(tuple(node.shape), node.dtype)
-    new_steps = plan(node, tmp, backend)
-    steps.extend(new_steps)
-    keep_evaluated(cut, node, tmp, new_steps[-1])
-    return _tensor.Tensor(tmp, node.device)
-
-
-def evaluated_tensor(cut, node):
-    """`node` itself when it is a Tensor, the Tensor the plan evaluated it into, or None."""
-    if isinstance(node, _tensor.Tensor):
-        return node
-    kept = getattr(cut, "evaluated", {}).get(id(node))
-    return None if kept is None else kept[1]
-
-
-def evaluating_step(cut, node):
-    """The step that evaluated `node` into its temporary in this plan (see evaluated_tensor), or None."""
-    kept = getattr(cut, "evaluated", {}).get(id(node))
-    return None if kept is None else kept[2]
-
-
-def keep_evaluated(cut, node, array, step) -> None:
-    evaluated = getattr(cut, "evaluated", None)
-    if evaluated is not None:       # the node is kept too: its id stays its own
-        evaluated[id(node)] = (node, _tensor.Tensor(array, node.device), step)
-
-
-HEAVY = {"reduce": _build_reduce, "materialize": _build_materialize}
-ROOT_WRITERS = {"reduce"}   # heavy ops whose step can write the plan's destination directly
-# Whole-plan patterns, tried on the root first: (name, match(root, out, backend) -> steps or None).
-PATTERNS: list = []
+def build_heavy(node, backend, cut, out):
+    """(steps, replacement) of the heavy `node`: its builders in the table's order, the first that
+    does not decline (return None)."""
+    for build in HEAVY[node.op]:
+        built = build(node, backend, cut, out)
+        if built is not None:
+            return built
+    raise LookupError(f"every builder of {node.op!r} declined the node")
 
 
 def cutter(steps, backend, roots=()):
@@ -145,6 +55,10 @@ class _Cut:
         # id(node) -> why it is evaluated once, or None for the nodes above such a value
         self.once = shared_wide_values(roots, HEAVY) if roots else {}
 
+    def plan(self, root, out, backend) -> list:
+        """The steps of `out[...] = root` inside a builder (a view's temporary, a part's slice)."""
+        return plan(root, out, backend)
+
     def __call__(self, node):
         """`node` with every heavy subtree replaced by what its builder returns, and every value
         chosen to be evaluated once replaced by its temporary."""
@@ -154,9 +68,8 @@ class _Cut:
         hit = memo.get(id(node))
         if hit is not None:
             return hit
-        build = HEAVY.get(node.op)
-        if build is not None:
-            new_steps, out = build(node, self.backend, self, None)
+        if node.op in HEAVY:
+            new_steps, out = build_heavy(node, self.backend, self, None)
             self.steps.extend(new_steps)
         else:
             args = tuple(self(a) for a in node.args)
@@ -180,35 +93,21 @@ class _Cut:
 
 # -- the plan ---------------------------------------------------------------------------------------
 
-def copy_step(backend, src, out, note) -> FusedElementwise:
-    """out[...] = src as one kernel (strides and broadcasting in its indexing)."""
-    program = program_for((("load", src.dtype, 0),), 1, (), out.dtype)
-    return FusedElementwise(backend, program, out, [src], [], note=note)
-
-
-def elementwise_steps(root, out, backend) -> list:
-    """The steps of `out[...] = root` for an expression with no heavy part: one kernel (two where the
-    destination is read through another index map)."""
-    program, inputs, scalars = lower(root, out.dtype)
-    if not aliased(out, inputs):
-        return [FusedElementwise(backend, program, out, inputs, scalars)]
-    tmp = backend.empty(out.shape, out.dtype)
-    return [FusedElementwise(backend, program, tmp, inputs, scalars,
-                             note="the destination is read through another index map: evaluated into a temporary"),
-            copy_step(backend, tmp, out, "copy the temporary into the destination")]
-
-
-def plan(root, out, backend, replay=False) -> list:
+def plan(root, out, backend) -> list:
     """Steps that evaluate `root` into the array `out` (already checked for shape, dtype, device).
-    A heavy expression is planned once per structure (lazytensor.reuse.recipes) and rebound after;
-    replay: a rebound plan over addresses seen before may come back as one CUDA graph step."""
+    Assignment keeps the plans of heavy expressions as recipes (lazytensor.assign.plans)."""
+    steps = cheap_plan(root, out, backend)
+    return steps if steps is not None else heavy_plan(root, out, backend)
+
+
+def cheap_plan(root, out, backend):
+    """The plan of an expression that is cheaper to make than a recipe's signature walk, or None:
+    an elementwise expression, or a reduction of one written straight into the destination."""
     if not root.heavy:
         return elementwise_steps(root, out, backend)
     if root.op == "reduce" and not root.args[0].heavy and not backend.graphs:
-        steps = _root_reduction(root, out, backend)
-        if steps is not None:
-            return steps
-    return recipes.planned(root, out, backend, _heavy, replay)
+        return _root_reduction(root, out, backend)
+    return None
 
 
 def _root_reduction(root, out, backend):
@@ -218,8 +117,8 @@ def _root_reduction(root, out, backend):
     this path. On backends with graphs the recipe stays (it may replay). None: the general path."""
     if root.dtype != out.dtype or root.shape != out.shape:
         return None
-    for _, match in PATTERNS:       # a whole-plan pattern that takes a reduction comes first, as in _heavy
-        steps = match(root, out, backend)
+    for _, match in PATTERNS:       # a whole-plan pattern that takes a reduction comes first, as in heavy_plan
+        steps = match(root, out, backend, cutter)
         if steps is not None:
             return steps
     spec = root.attrs
@@ -230,9 +129,10 @@ def _root_reduction(root, out, backend):
     return [FusedReduction(backend, program, spec, out, inputs, scalars)]
 
 
-def _heavy(root, out, backend) -> list:
+def heavy_plan(root, out, backend) -> list:
+    """The plan of an expression with heavy parts: a whole-plan pattern, else its heavy nodes cut out."""
     for _, match in PATTERNS:
-        steps = match(root, out, backend)
+        steps = match(root, out, backend, cutter)
         if steps is not None:
             return steps
     steps: list = []
@@ -244,7 +144,7 @@ def _heavy(root, out, backend) -> list:
         args = [cut(a) for a in root.args]
         inputs = [leaf.data for a in args for leaf in a.leaves]
         if not aliased(out, inputs):
-            new_steps, _ = HEAVY[root.op](root, backend, cut, out)
+            new_steps, _ = build_heavy(root, backend, cut, out)
             return steps + new_steps + cut.deferred
     top = cut(root)
     if isinstance(top, _tensor.Tensor) and top.data is out:     # a step wrote the destination itself

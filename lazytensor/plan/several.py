@@ -26,7 +26,10 @@ from lazytensor.core.memory import may_overlap, owner
 from lazytensor.plan.lower import lower_many
 from lazytensor.plan.heavy.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.multi_output_step import MultiOutputElementwise
-from lazytensor.plan.planner import HEAVY, PATTERNS, ROOT_WRITERS, aliased, copy_step, cutter, evaluated_tensor
+from lazytensor.plan.elementwise import aliased, copy_step
+from lazytensor.plan.evaluated import evaluated_tensor
+from lazytensor.plan.heavy.table import PATTERNS, ROOT_WRITERS
+from lazytensor.plan.planner import build_heavy, cutter
 
 
 def check_disjoint(outs) -> None:
@@ -148,8 +151,8 @@ class _Patterned:
 
 
 def _whole_plan_patterns(pairs, backend, shared):
-    """Results whose root matches one of the planner's PATTERNS are planned by it, as `dst[...] = e`
-    would be, unless a heavy node below them is shared with another result (planned once, by the
+    """Results whose root matches one of the PATTERNS (lazytensor.plan.heavy.table) are planned by
+    it, as `dst[...] = e` would be, unless a heavy node below them is shared with another result (planned once, by the
     common cutter). Such a result is written straight to its destination when no other expression
     reads that memory, else to a temporary copied after every kernel ran.
     -> (_Patterned, pairs with the patterned results' destinations replaced by None)."""
@@ -165,7 +168,7 @@ def _whole_plan_patterns(pairs, backend, shared):
         read = any(may_overlap(a, out) for a in others)
         target = backend.empty(out.shape, out.dtype) if read else out
         for name, match in PATTERNS:
-            found = match(node, target, backend)
+            found = match(node, target, backend, cutter)
             if found is not None:
                 break
         else:
@@ -181,7 +184,7 @@ def _whole_plan_patterns(pairs, backend, shared):
 
 def _root_writer_candidates(pairs, shared_ids) -> set:
     """The indices of the results whose root is a heavy node that can write its destination itself
-    (a reduction, a convolution: the planner's ROOT_WRITERS), when nothing else reads that
+    (a reduction, a convolution: the table's ROOT_WRITERS), when nothing else reads that
     destination and the node is no other result's too."""
     found = set()
     reads: dict = {}                # j -> the arrays result j reads, walked once
@@ -207,7 +210,7 @@ def _root_writers(pairs, backend, cut, steps, candidates) -> list:
         args = [cut(a) for a in node.args]
         if aliased(out, [leaf.data for a in args for leaf in a.leaves]):
             continue
-        new_steps, _ = HEAVY[node.op](node, backend, cut, out)
+        new_steps, _ = build_heavy(node, backend, cut, out)
         if new_steps:                       # (none where an earlier step writes it: d(skip) by the dBN sums)
             _add_note(new_steps[-1], f"writes result {i}")
         steps.extend(new_steps)

@@ -23,7 +23,7 @@ MIN_SAVED = 4       # full-size passes over memory a temporary must save
 def shared_wide_values(roots, heavy_ops) -> dict:
     """{id(node): why} for the elementwise nodes under `roots` to evaluate once, and the ids of
     their ancestors (value None), whose operands the planner must then visit.
-    heavy_ops: the ops that are steps of their own (the planner's HEAVY): each operand of one is
+    heavy_ops: the ops that are steps of their own (the table of heavy ops, lazytensor.plan.heavy.table): each operand of one is
     read by that step's kernel, a kernel region of its own; so is a value evaluated once.
     Nodes are decided parents first, so a value inside one evaluated once counts its readers anew:
     of `v = (a*b + c*d) + e`, read by three kernels, v is evaluated once and a*b + c*d is then read

@@ -19,7 +19,7 @@ def run_steps(steps, out=None) -> None:
     """Run a plan's steps in order: the one loop every plan goes through. Running out of GPU memory
     in a step raises DeviceOutOfMemory saying which step, and whether anything the caller holds was
     written before it (`out`, the plan's destination or a list of them; running statistics are
-    written by the last step only, lazytensor.plan.conv.cbr's CommitStep)."""
+    written by the last step only, lazytensor.plan.conv.steps.CommitStep)."""
     step = None
     try:
         if before_step is None:
@@ -81,6 +81,40 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
+class Step:
+    """What every step of a plan is; plan recipes (lazytensor.reuse.recipes) rely on it:
+    - its state is its `__slots__`: a recipe rebuilds a step with cls.__new__ and sets every slot,
+      each array replaced by the new call's, each other value shared among the copies (a Learned);
+    - `per_arrays` names the slots built from its arrays, which a rebuilt step starts without (None);
+    - run() runs it, describe(source) is its text in lt.explain, capture_refusal() says why it
+      cannot be captured into a CUDA graph (lazytensor.reuse.replay), or None."""
+    __slots__ = ()
+    per_arrays = ()
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def describe(self, source: bool = True) -> str:
+        raise NotImplementedError
+
+    def capture_refusal(self) -> str | None:
+        """A step of kernel launches on the backend's stream: captured where the backend has graphs."""
+        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
+
+
+def capture_refusal(step) -> str | None:
+    """Why `step` cannot be captured into a CUDA graph, or None when it can."""
+    refusal = getattr(step, "capture_refusal", None)
+    if refusal is None:
+        return f"{type(step).__name__} steps cannot be captured"
+    return refusal()
+
+
+def first_refusal(steps) -> str | None:
+    """The first reason one of `steps` cannot be captured, or None when all can."""
+    return next(filter(None, (capture_refusal(s) for s in steps)), None)
+
+
 class Learned:
     """What a step learns on its first run that depends on its plan's signature alone: the cuDNN
     graph it built and checked, a kernel's launch plan. A plan recipe shares every value of a step
@@ -91,7 +125,7 @@ class Learned:
         self.value = None
 
 
-class FusedElementwise:
+class FusedElementwise(Step):
     """One generated kernel: reads `inputs` (broadcast and strides in the indexing), writes `out`
     (and, for programs with a ReLU mask, the packed mask bits into `mask`)."""
     __slots__ = ("backend", "program", "out", "inputs", "scalars", "note", "mask", "bound", "memo")
@@ -123,10 +157,6 @@ class FusedElementwise:
         else:
             self.backend.run_elementwise(self.program, self.out, self.inputs, self.scalars, mask=self.mask)
 
-    def capture_refusal(self):
-        """Why this step cannot be captured into a CUDA graph (lazytensor.reuse.replay), or None."""
-        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
-
     def describe(self, source: bool = True) -> str:
         head = (f"FusedElementwise on {self.backend.name}: {len(self.program.instrs)} values, "
                 f"{self.program.n_inputs} array inputs, {len(self.scalars)} scalar arguments, "
@@ -141,7 +171,7 @@ class FusedElementwise:
         return text
 
 
-class FusedReduction:
+class FusedReduction(Step):
     """One generated kernel: evaluates the elementwise program over the reduction's input shape and
     reduces it (sum, max, var, ...) into `out`, without materializing the input."""
     __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note", "scratch")

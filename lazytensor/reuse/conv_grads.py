@@ -26,18 +26,16 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
 from lazytensor.reuse import recipes
 from lazytensor.reuse import replay as graph_replay
-from lazytensor.reuse.bounded import make_room
 from lazytensor.plan.measured_choice import MeasuredChoices
-from lazytensor.plan.conv.cbr import _contiguous
+from lazytensor.plan.conv.operands import contiguous
 from lazytensor.plan.conv.conv_backward import FIRST_LAYER_NOTE, backward_path, backward_step
 from lazytensor.plan.planner import cutter
-from lazytensor.reuse.replay import first_refusal
 from lazytensor.reuse.several_recipes import walk
-from lazytensor.plan.steps import run_steps
+from lazytensor.plan.steps import Step, first_refusal, run_steps
 
 
 
-class WgradThenDgrad:
+class WgradThenDgrad(Step):
     """wgrad, then dgrad (which may overwrite wgrad's X): see the module doc."""
     __slots__ = ("backend", "wgrad", "dgrad", "dx_in_x", "side", "events", "note")
     order = ("wgrad", "dgrad")      # the hazard's order; tests run a stand-in with it reversed
@@ -151,7 +149,7 @@ def plan_conv_grads(d_conv, x, w, attrs, dx_in_x: bool = False, first_layer: boo
     backend = _backend(x)
     steps: list = []
     cut = cutter(steps, backend)
-    xs, ws, dy = (_contiguous(cut(v), backend, steps, cut) for v in (x, w, d_conv))
+    xs, ws, dy = (contiguous(cut(v), backend, steps, cut) for v in (x, w, d_conv))
     if dx_in_x and xs.data is not x.data:
         raise ValueError("dx_in_x=True needs x to be a C-contiguous tensor (dX is written into its memory as NHWC); "
                          "pass dx_in_x=False, or make x contiguous first")
@@ -219,7 +217,7 @@ def planned_conv_grads(args, results) -> list:
     key, arrays, holders, addresses = _signature(*args)
     holders.append(results)
     try:
-        recipe = recipes._recipes.get(key) if arrays else recipes.PLAN_EACH_TIME
+        recipe = recipes.kept(key) if arrays else recipes.PLAN_EACH_TIME
     except TypeError:                   # an attribute that cannot be hashed: plan every time
         return _make(args, results)
     if recipe is not None and recipe is not recipes.PLAN_EACH_TIME:
@@ -227,12 +225,7 @@ def planned_conv_grads(args, results) -> list:
         return recipe.instantiate(arrays, arrays[0], holders, addresses)
     steps = _make(args, results)
     if recipe is None:
-        try:
-            recipe = recipes.Recipe(steps, arrays, arrays[0], holders, _backend(args[1]))
-        except recipes._NotRebindable:
-            recipe = recipes.PLAN_EACH_TIME
-        make_room(recipes._recipes, recipes._MAX_RECIPES, recipes._release)
-        recipes._recipes[key] = recipe
+        recipes.keep(key, steps, arrays, arrays[0], holders, _backend(args[1]))
     return steps
 
 
@@ -266,7 +259,7 @@ class ConvGradsCall:
 def _recipe_note(key, steps, graphs: bool) -> str:
     """What explain says about a conv_grads call's recipe and its CUDA graph replay."""
     try:
-        recipe = recipes._recipes.get(key)
+        recipe = recipes.kept(key)
     except TypeError:
         recipe = recipes.PLAN_EACH_TIME
     if recipe is recipes.PLAN_EACH_TIME:

@@ -59,7 +59,7 @@ def tensor_layout(node) -> tuple:
     if layout is None:
         a = node.data
         at = address(a)
-        layout = node.layout = (("T", node.dtype, node.shape, a.strides, _place(a), at & 15), id(owner(a)), at)
+        layout = node.layout = (("T", node.dtype, node.shape, a.strides, place(a), at & 15), id(owner(a)), at)
     return layout
 
 
@@ -67,7 +67,7 @@ def const_part(node) -> tuple:
     v = node.value
     return ("C", node.dtype, type(v), scalar_key(v))
 
-def _place(a):
+def place(a):
     """The device an array lives on, as part of a signature."""
     device = getattr(a, "device", None)
     return getattr(device, "id", None)
@@ -131,7 +131,7 @@ def signature(root, out):
         stack.pop()
         index[id(node)] = len(parts)
         parts.append(part)
-    key = (tuple(parts), out.shape, out.strides, out.dtype, _place(out), address(out) & 15, type(out))
+    key = (tuple(parts), out.shape, out.strides, out.dtype, place(out), address(out) & 15, type(out))
     return key, tensors, holders, addresses
 
 
@@ -309,6 +309,24 @@ def _slots(cls) -> tuple:
     return tuple(n for n in names if n != "__weakref__")
 
 
+def kept(key):
+    """The recipe kept under `key`: a Recipe, PLAN_EACH_TIME (its plan is made on every call), or None.
+    Raises TypeError where the key holds an attribute that cannot be hashed."""
+    return _recipes.get(key)
+
+
+def keep(key, steps, arrays, out, holders, backend):
+    """-> the recipe of `steps` (a plan over `arrays` into `out`, which may be one of them, filling
+    `holders`), kept under `key` for later calls; PLAN_EACH_TIME where the steps cannot be rebound."""
+    try:
+        recipe = Recipe(steps, arrays, out, holders, backend)
+    except _NotRebindable:
+        recipe = PLAN_EACH_TIME         # remembered, so the attempt is not repeated on every call
+    make_room(_recipes, _MAX_RECIPES, _release)
+    _recipes[key] = recipe
+    return recipe
+
+
 def planned(root, out, backend, make_plan, replay=False):
     """make_plan(root, out, backend), or the rebound recipe of an earlier plan of the same signature
     (replay: or its CUDA graph, where the same addresses were seen before)."""
@@ -317,7 +335,7 @@ def planned(root, out, backend, make_plan, replay=False):
         return make_plan(root, out, backend)
     key, tensors, holders, addresses = sig
     try:
-        recipe = _recipes.get(key)
+        recipe = kept(key)
     except TypeError:                   # an attribute that cannot be hashed: plan every time
         return make_plan(root, out, backend)
     if recipe is not None:
@@ -325,28 +343,22 @@ def planned(root, out, backend, make_plan, replay=False):
             return make_plan(root, out, backend)
         return recipe.instantiate(tensors, out, holders, addresses if replay else None)
     steps = make_plan(root, out, backend)
-    try:
-        recipe = Recipe(steps, tensors, out, holders, backend)
-    except _NotRebindable:
-        recipe = PLAN_EACH_TIME         # remembered, so the attempt is not repeated on every call
-    make_room(_recipes, _MAX_RECIPES, _release)
-    _recipes[key] = recipe
+    keep(key, steps, tensors, out, holders, backend)
     return steps
 
 
 def replay_note(root, out, backend, steps) -> str | None:
     """What lt.explain says about CUDA graph replay of `steps`, the plan of `root` into `out`; None
-    where the backend has no graphs or the expression is one kernel anyway."""
-    if not backend.graphs or not root.heavy:
+    where the backend has no graphs or the expression is one kernel anyway. The plan explain made
+    is kept as assigning `root` into `out` would keep it (lazytensor.assign.plans), where none is."""
+    if not root.heavy:
+        return None
+    recipe = _kept_as_assigned(root, out, backend, steps)
+    if not backend.graphs:
         return None
     head = "CUDA graph replay: "
     if not graph_replay.ENABLED:
         return head + "off (LAZYTENSOR_CUDA_GRAPHS=0)"
-    sig = signature(root, out)
-    try:
-        recipe = None if sig is None else _recipes.get(sig[0])
-    except TypeError:
-        recipe = None
     if recipe is None or recipe is PLAN_EACH_TIME:
         return head + "not used: this plan is made afresh on every call (its destination or a step's view shares memory with an input)"
     replays = recipe.replays
@@ -357,6 +369,23 @@ def replay_note(root, out, backend, steps) -> str | None:
             "recipe and notes their addresses) captures these steps into one CUDA graph, which keeps that call's "
             "temporaries; later such calls launch only the graph, and hand out "
             "its results again once the caller no longer holds the previous ones (" + replays.describe() + ")")
+
+
+def _kept_as_assigned(root, out, backend, steps):
+    """The recipe of `steps`, the plan of the heavy `root` into `out`, kept under its signature if
+    none is; None where assignment keeps none: a signature that cannot be hashed or is none, or the
+    reduction written straight into the destination that is planned on every call."""
+    if (root.op == "reduce" and not root.args[0].heavy and not backend.graphs and len(steps) == 1
+            and getattr(steps[0], "spec", None) is root.attrs and getattr(steps[0], "out", None) is out):
+        return None
+    sig = signature(root, out)
+    if sig is None:
+        return None
+    try:
+        recipe = kept(sig[0])
+    except TypeError:
+        return None
+    return keep(sig[0], steps, sig[1], out, sig[2], backend) if recipe is None else recipe
 
 
 def _release(recipe) -> None:

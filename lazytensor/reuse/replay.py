@@ -32,7 +32,7 @@ import weakref
 from lazytensor.reuse.bounded import make_room
 from lazytensor.kernels import launch_log
 from lazytensor.core.memory import owner
-from lazytensor.plan.steps import Learned
+from lazytensor.plan.steps import Learned, first_refusal
 from lazytensor.core.tensor import Tensor
 
 ENABLED = os.environ.get("LAZYTENSOR_CUDA_GRAPHS", "1") != "0"
@@ -256,19 +256,6 @@ def release_all() -> None:
 def _run_all(steps) -> None:
     for step in steps:
         step.run()
-
-
-def capture_refusal(step) -> str | None:
-    """Why `step` cannot be captured into a CUDA graph, or None when it can."""
-    refusal = getattr(step, "capture_refusal", None)
-    if refusal is None:
-        return f"{type(step).__name__} steps cannot be captured"
-    return refusal()
-
-
-def first_refusal(steps) -> str | None:
-    """The first reason one of `steps` cannot be captured, or None when all can."""
-    return next(filter(None, (capture_refusal(s) for s in steps)), None)
 
 
 def _learned(steps):

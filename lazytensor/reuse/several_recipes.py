@@ -25,7 +25,6 @@ from lazytensor.core.memory import address, owner
 from lazytensor.core.tensor import Tensor
 from lazytensor.reuse import recipes
 from lazytensor.reuse import replay as graph_replay
-from lazytensor.reuse.bounded import make_room
 from lazytensor.plan.several import plan_several
 
 # Planner runs for several results, counted for tests (a recipe hit makes none).
@@ -33,7 +32,7 @@ plans_made = [0]
 
 
 def _layout(a) -> tuple:
-    return (a.dtype, a.shape, a.strides, recipes._place(a), address(a) & 15)
+    return (a.dtype, a.shape, a.strides, recipes.place(a), address(a) & 15)
 
 
 def signature_several(pairs):
@@ -129,7 +128,7 @@ def planned_several(pairs, backend, replay: bool = True) -> list:
     (replay: or its CUDA graph, where the same addresses were seen before and a result is heavy)."""
     key, arrays, holders, addresses = signature_several(pairs)
     try:
-        recipe = recipes._recipes.get(key)
+        recipe = recipes.kept(key)
     except TypeError:                   # an attribute that cannot be hashed: plan every time
         return _make(pairs, backend)
     if recipe is not None:
@@ -138,14 +137,9 @@ def planned_several(pairs, backend, replay: bool = True) -> list:
         heavy = replay and any(node.heavy for _, node in pairs)
         return recipe.instantiate(arrays, pairs[0][0], holders, addresses if heavy else None)
     steps = _make(pairs, backend)
-    try:
-        # The destinations are among the arrays (after the tensors), so each rebinds to its place;
-        # the first is also the Recipe's `out`.
-        recipe = recipes.Recipe(steps, arrays, pairs[0][0], holders, backend)
-    except recipes._NotRebindable:
-        recipe = recipes.PLAN_EACH_TIME
-    make_room(recipes._recipes, recipes._MAX_RECIPES, recipes._release)
-    recipes._recipes[key] = recipe
+    # The destinations are among the arrays (after the tensors), so each rebinds to its place;
+    # the first is also the Recipe's `out`.
+    recipes.keep(key, steps, arrays, pairs[0][0], holders, backend)
     return steps
 
 
@@ -153,7 +147,7 @@ def recipe_note(pairs, backend, steps) -> str:
     """What lt.explain says about the recipe of several results and its CUDA graph replay."""
     sig = signature_several(pairs)
     try:
-        recipe = recipes._recipes.get(sig[0])
+        recipe = recipes.kept(sig[0])
     except TypeError:
         return "recipe: none; an attribute of the expressions cannot be hashed, so the plan is made on every call"
     if recipe is recipes.PLAN_EACH_TIME:

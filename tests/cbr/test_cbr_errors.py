@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-import lazytensor.plan.conv.cbr as cbr_plan
+import lazytensor.plan.conv.steps as conv_steps
 import lazytensor.plan.steps as lt_steps
 from lazytensor.cbr import finalize_cpu
 
@@ -172,7 +172,7 @@ def _raise(*args, **kwargs):
 
 
 def _failing_conv(monkeypatch):
-    monkeypatch.setattr(cbr_plan, "conv2d_nhwc", _raise)
+    monkeypatch.setattr(conv_steps, "conv2d_nhwc", _raise)
 
 
 def _failing_statistics(monkeypatch):
@@ -209,12 +209,12 @@ def test_running_stats_untouched_when_the_conv_cannot_run(xw, monkeypatch):
     x, w = xw
     g, b, rm, rv = vectors(4)
     before = rm.numpy().copy(), rv.numpy().copy()
-    real = cbr_plan.conv2d_nhwc
+    real = conv_steps.conv2d_nhwc
 
     def wrong_out(x, w, stride, padding, dilation, out=None):
         return real(x, w, stride, padding, dilation, out=np.empty((1, 1, 1, 1), x.dtype))
 
-    monkeypatch.setattr(cbr_plan, "conv2d_nhwc", wrong_out)
+    monkeypatch.setattr(conv_steps, "conv2d_nhwc", wrong_out)
     with pytest.raises(ValueError, match=r"out must be a C-contiguous float32 array"):
         lt.evaluate(lt.relu(lt.batch_norm(lt.conv2d(x, w), g, b, rm, rv)))
     assert np.array_equal(rm.numpy(), before[0]) and np.array_equal(rv.numpy(), before[1])

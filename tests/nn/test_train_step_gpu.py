@@ -56,9 +56,8 @@ def test_the_whole_step_is_one_graph_launch_on_replay(torch_fp32):
                                               ((3, 5, 5, 5), (12, 3, 3, 5))])
 def test_channel_padded_convs_on_cudnn_match_the_host(x_shape, w_shape):
     from lazytensor.kernels.backend import backend_for
-    from lazytensor.plan.conv.cbr import Conv2dStep
-    from lazytensor.plan.conv.channel_padding import ChannelPadded, cudnn_after_padding, padded_backward, padded_forward
-    from lazytensor.plan.conv.conv_backward import ConvBackwardStep
+    from lazytensor.plan.conv.steps import ChannelPadded, Conv2dStep, ConvBackwardStep
+    from lazytensor.plan.conv.channel_padding import cudnn_after_padding, padded_backward, padded_forward
     from lazytensor.ops.conv_bn import ConvAttrs
     import cupy
     assert cudnn_after_padding(x_shape, w_shape, np.float16)

@@ -48,10 +48,11 @@ def test_matmul_bool_on_cuda():
 @pytest.mark.parametrize("mode", ["off", "on"])
 def test_relu_affine_on_cuda_is_matmul_then_one_kernel_and_strided_operands(mode):
     """With the cuBLASLt epilogue off: the GEMM, then one kernel; on: one GEMM (lazytensor.plan.heavy.matmul_epilogue)."""
+    from lazytensor.assign.plans import set_matmul_epilogue_mode
     from lazytensor.plan.heavy import matmul_epilogue
     rng = np.random.default_rng(2)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 32), (16, 32), (16,)))
-    matmul_epilogue.set_mode(mode)
+    set_matmul_epilogue_mode(mode)
     try:
         e = lt.relu(cuda(x) @ cuda(w).T + cuda(b))
         steps = [type(s).__name__ for s in lt.explain(e).steps]
@@ -60,7 +61,7 @@ def test_relu_affine_on_cuda_is_matmul_then_one_kernel_and_strided_operands(mode
             out = lt.evaluate(e)
             np.asarray(out)
     finally:
-        matmul_epilogue.set_mode(matmul_epilogue.DEFAULT_MODE)
+        set_matmul_epilogue_mode(matmul_epilogue.DEFAULT_MODE)
     if mode == "off":
         assert steps == ["MatmulStep", "FusedElementwise"]
         assert "cuBLAS GEMM (b: a transposed view (op flag, no copy); no allocation: capturable)" in text

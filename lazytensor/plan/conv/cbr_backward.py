@@ -22,11 +22,11 @@ import numpy as np
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply
 from lazytensor.kernels.program import Reduction
-from lazytensor.plan.conv.cbr import _contiguous
+from lazytensor.core.memory import may_overlap
+from lazytensor.plan.conv.operands import contiguous
+from lazytensor.plan.elementwise import copy_step
 from lazytensor.plan.lower import lower
-from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, may_overlap
-from lazytensor.reuse.replay import first_refusal
-from lazytensor.plan.steps import FusedElementwise, FusedReduction, Learned
+from lazytensor.plan.steps import FusedElementwise, FusedReduction, Learned, Step, first_refusal
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -99,7 +99,7 @@ class _Grid:
         return dy if self.bit is None else apply("where", self.bit, dy, 0)
 
 
-class _OnGridViews:
+class _OnGridViews(Step):
     """A step over reshaped views of its arrays (the grid above), made on its first run: it holds
     the arrays themselves, which a plan recipe rebinds to each call's own (a view of a plan's input
     or destination it could not rebind, and the plan would be made on every call)."""
@@ -148,7 +148,7 @@ class GridReduction(_OnGridViews, FusedReduction):
 
 
 def _operands(node, backend, cut, steps):
-    return [_contiguous(cut(a), backend, steps, cut).data for a in node.args]
+    return [contiguous(cut(a), backend, steps, cut).data for a in node.args]
 
 
 def _split(node, arrays):
@@ -215,7 +215,7 @@ def _generic(backend, steps, refusal):
         _add_note(steps[-1], f"generic dBN kernels: {refusal}")
 
 
-def _build_sums(node, backend, cut, out):
+def build_sums(node, backend, cut, out):
     steps: list = []
     arrays = _operands(node, backend, cut, steps)
     dy, conv_out, mean, inv_var, (lanes,), mask, bits = _split(node, arrays)
@@ -224,7 +224,7 @@ def _build_sums(node, backend, cut, out):
     if refusal is None:
         from lazytensor.plan.conv.dbn_cuda import DbnSumsStep
         steps.append(DbnSumsStep(backend, dy, conv_out, mask, mean, inv_var, result))
-        if mask is not None:        # a d(skip) node of this plan may have this pass write it (_build_drelu)
+        if mask is not None:        # a d(skip) node of this plan may have this pass write it (build_drelu)
             cut.evaluated[_SKIP_WRITER, id(node)] = (node, steps[-1])
     else:
         _sums_step(backend, node.device, dy, conv_out, mean, inv_var, lanes, mask, bits, result, steps)
@@ -259,7 +259,7 @@ def _cudnn_dbn_refusal(node) -> str | None:
     return cudnn_unavailable_reason()
 
 
-def _build_dx(node, backend, cut, out):
+def build_dx(node, backend, cut, out):
     """d(conv_out) reading the dBN sums node's result: the sums are planned once (cut is memoized),
     whether this node, dgamma or dbeta asks first. On CUDA, where cuDNN may take the shape, the
     own kernel and the cuDNN graph are chosen between by measurement."""
@@ -309,7 +309,7 @@ def _chosen(node, backend, graph_inputs, result, sums_steps, own):
     return own
 
 
-class DbnGraphStep:
+class DbnGraphStep(Step):
     """drelu + dBN as one cuDNN graph (cbr/cudnn_dbn.py): d(conv_out) into `out`, dgamma and dbeta
     into scratch rows (their own nodes compute them where asked for); the own kernels where cuDNN
     rejects the graph for the shape (remembered, and shown by explain)."""
@@ -370,12 +370,12 @@ class DbnGraphStep:
 _SKIP_WRITER = "the sums step that may write d(skip)"    # with id(sums node): a key of the cut's `evaluated`
 
 
-def _build_drelu(node, backend, cut, out):
+def build_drelu(node, backend, cut, out):
     """d(skip) = dY': written by the vectorized sums pass of this plan where its node is an operand
     (the sums are planned for dgamma, dbeta and d(conv_out) anyway: one write instead of a pass
     reading dY and the mask again), else one kernel of its own."""
     steps: list = []
-    arrays = [_contiguous(cut(a), backend, steps).data for a in node.args[:3]]
+    arrays = [contiguous(cut(a), backend, steps, cut, shared=False).data for a in node.args[:3]]
     dy, mask, bits = arrays
     result = _result(node, backend, out, arrays)
     refusal = _vector_refusal(backend, node, (dy, result))
@@ -396,9 +396,3 @@ def _build_drelu(node, backend, cut, out):
                                  note="d(skip) = dY * ReLU mask, reading the mask bits"))
     _generic(backend, steps, refusal)
     return _finish(node, backend, out, result, steps)
-
-
-HEAVY["cbr_dbn_sums"] = _build_sums
-HEAVY["cbr_dbn_dx"] = _build_dx
-HEAVY["cbr_drelu"] = _build_drelu
-ROOT_WRITERS.update(("cbr_dbn_sums", "cbr_dbn_dx", "cbr_drelu"))

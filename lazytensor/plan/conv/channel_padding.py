@@ -15,6 +15,8 @@ captures it. Where cuDNN rejects even the padded graph, the inner step runs on t
 """
 from __future__ import annotations
 
+from lazytensor.plan.conv.steps import ChannelPadded, Conv2dStep, ConvBackwardStep
+
 
 def pad8(n: int) -> int:
     return n + (-n) % 8
@@ -38,37 +40,6 @@ def cudnn_after_padding(x_shape, w_shape, dtype) -> bool:
     """Whether to run this conv as a ChannelPadded step: cuDNN is there and refuses only the channels."""
     from lazytensor.cbr.cudnn_support import cudnn_unavailable_reason
     return cudnn_unavailable_reason() is None and channels_only_refusal(x_shape, w_shape, dtype)
-
-
-class ChannelPadded:
-    """`inner` (a conv step over padded buffers) between the copies in and the copy out.
-    `pads`: [(source, padded buffer, the buffer's view of the source's shape)]; `result`: the view
-    of the inner step's output that `out` receives (None: the inner step writes `out` itself)."""
-    __slots__ = ("inner", "pads", "result", "out", "what", "note")
-    path = "cudnn-padded"       # what the batch_norm planner reads of a conv step (it times stage 1 for "cudnn")
-
-    def __init__(self, inner, pads, result, out, what, note=""):
-        self.inner, self.pads, self.result, self.out, self.what = inner, pads, result, out, what
-        self.note = note            # why the conv as it is does not go to cuDNN; planners may add to it
-
-    def run(self):
-        for source, buffer, view in self.pads:
-            buffer.fill(0)
-            view[...] = source
-        self.inner.run()
-        if self.result is not None:
-            self.out[...] = self.result
-
-    def capture_refusal(self):
-        return getattr(self.inner, "capture_refusal", lambda: None)()
-
-    def describe(self, source: bool = True) -> str:
-        text = (f"ChannelPadded: {self.what}; the operands' padding zeroed and the operands copied in, the result "
-                f"copied out (one copy kernel each), around:\n"
-                + "\n".join("    " + line for line in self.inner.describe(source).splitlines()))
-        if self.note:
-            text += f"\n  note: {self.note}"
-        return text
 
 
 def _pad(backend, a, axes, pads):
@@ -109,7 +80,6 @@ def _what(x_shape, w_shape) -> str:
 
 def padded_forward(backend, x, w, attrs, y, path="cudnn"):
     """y = conv2d(x, w) (NHWC x, KRSC w) as a ChannelPadded step."""
-    from lazytensor.plan.conv.cbr import Conv2dStep
     pads: list = []
     xp, wp = _pad(backend, x, (3,), pads), _pad(backend, w, (0, 3), pads)
     yp, result = _output(backend, y, (3,))
@@ -120,7 +90,6 @@ def padded_forward(backend, x, w, attrs, y, path="cudnn"):
 def padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, path="cudnn", note=""):
     """A ConvBackwardStep's arguments (dgrad: a = dy, b = w, out = dx; wgrad: a = x, b = dy, out = dw)
     -> the same computation as a ChannelPadded step."""
-    from lazytensor.plan.conv.conv_backward import ConvBackwardStep
     pads: list = []
     if kind == "dgrad":
         ap, bp = _pad(backend, a, (3,), pads), _pad(backend, b, (0, 3), pads)

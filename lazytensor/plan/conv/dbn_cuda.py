@@ -16,6 +16,7 @@ from lazytensor.kernels.cuda import dbn as cuda_dbn
 
 
 from lazytensor.kernels import launch_log
+from lazytensor.plan.steps import Step
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 
@@ -51,7 +52,7 @@ def _record(backend, what, elements, geometry):
                                                   geometry.describe()))
 
 
-class DbnSumsStep:
+class DbnSumsStep(Step):
     """out (K, 2) float32 = [sum dY', sum dY' * x_hat] per channel: lt_dbn_sums into per-block
     partials, then lt_dbn_finish. skip (the residual form): d(skip) = dY' written by the same pass."""
     __slots__ = ("backend", "geometry", "dy", "x", "mask", "mean", "inv_var", "partial", "out", "skip")
@@ -85,7 +86,7 @@ class DbnSumsStep:
         return text
 
 
-class DbnDxStep:
+class DbnDxStep(Step):
     """out = d(conv_out) = A * dY' + B + C * (x - mean) per element, the coefficients per channel
     from gamma, inv_var and the dBN sums (lt_dbn_dx)."""
     __slots__ = ("backend", "geometry", "dy", "x", "mask", "mean", "inv_var", "gamma", "sums", "out", "count", "note")
@@ -117,7 +118,7 @@ class DbnDxStep:
         return text
 
 
-class DreluStep:
+class DreluStep(Step):
     """out = dY' = dY where the ReLU mask is set, else +0 (d(skip) of the residual form; lt_dbn_drelu)."""
     __slots__ = ("backend", "geometry", "dy", "mask", "out")
 

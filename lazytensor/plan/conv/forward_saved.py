@@ -20,13 +20,13 @@ import numpy as np
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply
 from lazytensor.kernels.program import with_relu_mask
-from lazytensor.plan.planner import HEAVY, evaluating_step, materialized, plan
+from lazytensor.plan.evaluated import evaluating_step, materialized
 from lazytensor.plan.steps import FusedElementwise
 
 _U8 = np.dtype(np.uint8)
 
 
-def _build_forward_saved(node, backend, cut, out):
+def build_forward_saved(node, backend, cut, out):
     source, part = node.args[0], node.attrs
     side = getattr(cut, "side", None)
     if side is None:
@@ -54,7 +54,7 @@ def _relu_mask(relu, backend, cut, side):
     elif step is None or not _can_take_mask(step):
         # evaluated by a step that cannot take the mask: relu of that value once more, for the mask
         again = apply("relu", value) if isinstance(value, _tensor.Tensor) else value
-        steps = plan(again, backend.empty(tuple(value.shape), value.dtype), backend)
+        steps = cut.plan(again, backend.empty(tuple(value.shape), value.dtype), backend)
         step = steps[-1]
     mask = backend.empty(((step.out.size + 7) // 8,), _U8)
     step.program = with_relu_mask(step.program)
@@ -71,5 +71,3 @@ def _can_take_mask(step) -> bool:
     return (type(step) is FusedElementwise and step.mask is None and step.out.flags.c_contiguous
             and step.program.instrs[-1][0] == "relu")
 
-
-HEAVY["forward_saved"] = _build_forward_saved

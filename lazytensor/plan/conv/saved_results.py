@@ -3,10 +3,11 @@
 A training batch_norm hands its backward pass arrays through a BatchNormSaved holder (saved
 statistics, the conv output, the ReLU mask). Planning the forward already puts fresh, unwritten
 arrays there (lt.explain plans without running), so the holder alone cannot tell whether its
-arrays were computed. The forward's last step (cbr_plan.CommitStep) therefore marks them: once it
-has run, its arrays are known to hold a completed forward. A plan recipe rebinds the step to each
-call's own arrays, and a CUDA graph replay hands out only arrays its capture marked (the graph writes
-them again before anyone can read them), so the mark follows the arrays, never a stale value.
+arrays were computed. The forward's last step (lazytensor.plan.conv.steps.CommitStep) therefore
+marks them: once it has run, its arrays are known to hold a completed forward. A plan recipe
+rebinds the step to each call's own arrays, and a CUDA graph replay hands out only arrays its
+capture marked (the graph writes them again before anyone can read them), so the mark follows the
+arrays, never a stale value.
 """
 from __future__ import annotations
 

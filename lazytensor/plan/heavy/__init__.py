@@ -1,1 +1,1 @@
-"""Heavy-node builders: each turns one heavy node (matmul, pooling, scans, gathers, scatters) into steps."""
+"""Heavy-node builders: each turns one heavy node (reduce, matmul, pooling, scans, gathers, scatters) into steps; table.py lists every heavy op's builders."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 from lazytensor.core.expr import astype
 from lazytensor.core.memory import may_overlap
 from lazytensor.core.tensor import Tensor
-from lazytensor.plan import planner
+from lazytensor.plan.elementwise import copy_step
 
 
-def _build_concatenate(node, backend, cut, out):
+def build_concatenate(node, backend, cut, out):
     axis = node.attrs
     parts = [cut(p) for p in node.args]
     target = out
@@ -30,16 +30,13 @@ def _build_concatenate(node, backend, cut, out):
         stop = start + part.shape[axis]
         if stop > start:
             region = target[(slice(None),) * axis + (slice(start, stop),)]
-            written = planner.plan(astype(part, node.dtype), region, backend)
+            written = cut.plan(astype(part, node.dtype), region, backend)
             written[-1].note = (f"part {i} of {len(parts)} of the concatenation along axis {axis}, "
                                 f"written into its slice [{start}:{stop}] of the result")
             steps += written
         start = stop
     if out is not None and target is not out:
-        steps.append(planner.copy_step(backend, target, out, "a part reads the destination: the parts were "
-                                                             "written into a temporary, copied here"))
+        steps.append(copy_step(backend, target, out, "a part reads the destination: the parts were "
+                                                     "written into a temporary, copied here"))
     return steps, Tensor(target, node.device)
 
-
-planner.HEAVY["concatenate"] = _build_concatenate
-planner.ROOT_WRITERS.add("concatenate")

@@ -12,8 +12,11 @@ from lazytensor.core.memory import address
 from lazytensor.core.tensor import Tensor
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.program import describe
-from lazytensor.plan import planner
+from lazytensor.core.memory import may_overlap
+from lazytensor.plan.elementwise import copy_step
+from lazytensor.plan.evaluated import materialized
 from lazytensor.plan.lower import lower
+from lazytensor.plan.steps import Step
 
 
 def _runner(backend):
@@ -24,7 +27,7 @@ def _runner(backend):
     return module
 
 
-class FusedScatter:
+class FusedScatter(Step):
     """out[index] = the program's values over value_shape, one kernel."""
     __slots__ = ("backend", "program", "out", "index", "inputs", "scalars", "value_shape", "note", "from_out")
 
@@ -36,9 +39,6 @@ class FusedScatter:
     def run(self):
         _runner(self.backend).run_index_write(self.backend, self.program, self.out, self.index, self.inputs,
                                               self.scalars, self.value_shape, self.from_out)
-
-    def capture_refusal(self):
-        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
 
     def describe(self, source: bool = True) -> str:
         head = (f"FusedScatter on {self.backend.name}: out[index] = values, {self.index.shape[0]} rows of "
@@ -59,22 +59,22 @@ def _same_array(a, b) -> bool:
                       and address(a) == address(b))
 
 
-def _build_index_write(node, backend, cut, out):
+def build_index_write(node, backend, cut, out):
     steps: list = []
     base = cut(node.args[0])
     value = cut(node.args[1])
-    index = planner.materialized(cut(node.args[2]), backend, steps).data
+    index = materialized(cut(node.args[2]), backend, steps, cut, shared=False).data
     target = out if out is not None else backend.empty(tuple(node.shape), node.dtype)
     value_shape = (index.shape[0],) + tuple(node.shape[1:])
     note = ""
-    if any(planner.may_overlap(leaf.data, target) for leaf in value.leaves):
+    if any(may_overlap(leaf.data, target) for leaf in value.leaves):
         tmp = backend.empty(value_shape, node.dtype)
-        written = planner.plan(value, tmp, backend)
+        written = cut.plan(value, tmp, backend)
         written[-1].note = "the values read the memory being written: evaluated into a temporary first"
         steps += written
         value, note = Tensor(tmp, node.device), "scatters the values' temporary"
     if not (type(base) is Tensor and _same_array(base.data, target)):
-        copied = planner.plan(base, target, backend)
+        copied = cut.plan(base, target, backend)
         copied[-1].note = "the rows the scatter does not write: the indexed tensor copied into the result"
         steps += copied
     program, inputs, scalars = lower(value, node.dtype)
@@ -88,11 +88,7 @@ def _build_index_write(node, backend, cut, out):
     return steps, Tensor(target, node.device)
 
 
-planner.HEAVY["index_write"] = _build_index_write
-planner.ROOT_WRITERS.add("index_write")
-
-
-class RowGather:
+class RowGather(Step):
     """out[...] = x[index] along the first axis, by the device's array library (take)."""
     __slots__ = ("backend", "x", "index", "out")
 
@@ -115,7 +111,7 @@ class RowGather:
                 f"by {library}'s take")
 
 
-class RowScatterAdd:
+class RowScatterAdd(Step):
     """out[...] = 0; out[index] += g, repeated rows adding up (np.add.at): the gradient of a row gather."""
     __slots__ = ("backend", "g", "index", "out")
 
@@ -152,20 +148,17 @@ def _library(backend):
     return cupy
 
 
-def _build_row_op(node, backend, cut, out):
+def build_row_op(node, backend, cut, out):
     steps: list = []
-    x = planner.materialized(cut(node.args[0]), backend, steps).data
+    x = materialized(cut(node.args[0]), backend, steps, cut, shared=False).data
     index = node.args[1].data
     target = out
-    if out is None or planner.may_overlap(out, x):
+    if out is None or may_overlap(out, x):
         target = backend.empty(tuple(node.shape), node.dtype)
     step = RowGather if node.op == "row_gather" else RowScatterAdd
     steps.append(step(backend, x, index, target))
     if out is not None and target is not out:
-        steps.append(planner.copy_step(backend, target, out, "the operand overlaps the destination: written into a "
-                                                             "temporary, copied here"))
+        steps.append(copy_step(backend, target, out, "the operand overlaps the destination: written into a "
+                                                     "temporary, copied here"))
     return steps, Tensor(target, node.device)
 
-
-planner.HEAVY["row_gather"] = planner.HEAVY["row_scatter_add"] = _build_row_op
-planner.ROOT_WRITERS.update(("row_gather", "row_scatter_add"))

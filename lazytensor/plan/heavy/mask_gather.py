@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from lazytensor.core.tensor import Tensor
 from lazytensor.kernels import launch_log
-from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
+from lazytensor.core.memory import may_overlap
+from lazytensor.plan.elementwise import copy_step
+from lazytensor.plan.evaluated import materialized
+from lazytensor.plan.steps import Step
 
 
-class MaskGather:
+class MaskGather(Step):
     """out[...] = x[mask], by the device's array library."""
     __slots__ = ("backend", "x", "mask", "out")
 
@@ -33,7 +36,7 @@ class MaskGather:
 
 
 
-class MaskExpand:
+class MaskExpand(Step):
     """out[...] = 0; out[mask] = g: the adjoint of a mask gather (its gradient), by the array library."""
     __slots__ = ("backend", "g", "mask", "out")
 
@@ -62,7 +65,7 @@ def _mask_step_builder(step_type, overlap_note: str):
     shares memory with what the step reads, else a temporary then a copy."""
     def build(node, backend, cut, out):
         steps: list = []
-        x = materialized(cut(node.args[0]), backend, steps).data
+        x = materialized(cut(node.args[0]), backend, steps, cut, shared=False).data
         mask = node.args[1].data
         target = out
         if out is None or may_overlap(out, x) or may_overlap(out, mask):
@@ -74,8 +77,7 @@ def _mask_step_builder(step_type, overlap_note: str):
     return build
 
 
-HEAVY["mask_gather"] = _mask_step_builder(
+build_mask_gather = _mask_step_builder(
     MaskGather, "the gather's operand overlaps the destination: gathered into a temporary, copied here")
-HEAVY["mask_expand"] = _mask_step_builder(
+build_mask_expand = _mask_step_builder(
     MaskExpand, "the scatter's operand overlaps the destination: written into a temporary, copied here")
-ROOT_WRITERS.update(("mask_gather", "mask_expand"))

@@ -16,10 +16,14 @@ from lazytensor.kernels.cuda.cublas_gemm import arguments_for
 from lazytensor.kernels.cuda.cublaslt_gemm import bgrad_kind, bgrad_refusal, epilogue_refusal, run_epilogue_gemm
 from lazytensor.kernels.matmul import cpu_float16_kernel, run_matmul
 from lazytensor.plan.heavy import matmul_epilogue
-from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, elementwise_steps, materialized, may_overlap
+from lazytensor.core.memory import may_overlap
+from lazytensor.plan.elementwise import copy_step, elementwise_steps
+from lazytensor.plan.evaluated import materialized
+from lazytensor.plan.heavy.reduce import build_reduce
+from lazytensor.plan.steps import Step
 
 
-class MatmulStep:
+class MatmulStep(Step):
     """out = a @ b (np.matmul semantics; a, b and out of one dtype). On CUDA, `gemm` holds cuBLAS's
     arguments where cuBLAS takes the arrays as they are (lazytensor.kernels.cuda.cublas_gemm: no
     allocation in the call, so the step can be captured), else None and `why` says why not.
@@ -90,7 +94,7 @@ def _layouts(g) -> str:
     return ", ".join(said) or "operands and result row-major"
 
 
-def _build_matmul(node, backend, cut, out):
+def build_matmul(node, backend, cut, out):
     """The matmul as a step; as the plan's root it writes the destination when that shares no memory
     with its operands (and, on CUDA, cuBLAS takes its layout or it is contiguous: cupy.matmul's out),
     else a temporary then a copy."""
@@ -185,7 +189,7 @@ def _bgrad_trials(total, a, b, out, backend, kind):
     summed, fused_sum = (backend.empty(tuple(total.shape), total.dtype) for _ in range(2))
     plain = MatmulStep(backend, x, y, product)
     node = Expr("reduce", (_tensor.Tensor(y, total.device),), total.shape, total.dtype, total.device, True, total.attrs)
-    reduction, _ = _build_plain_reduce(node, backend, lambda n: n, summed)
+    reduction, _ = build_reduce(node, backend, lambda n: n, summed)
     fused = MatmulStep(backend, x, y, fused_out, bias=fused_sum, kind=kind)
     if fused.gemm is None or bgrad_kind(fused.gemm) != kind:
         raise ValueError(f"the trial's layouts differ from the plan's ({fused.gemm})")   # a bug: never time the wrong call
@@ -229,36 +233,29 @@ def _differs(backend, pairs, k) -> str | None:
     return None
 
 
-HEAVY["matmul"] = _build_matmul
-ROOT_WRITERS.add("matmul")
-
-
 def _operands(node, backend, cut, steps):
     return (materialized(cut(node.args[0]), backend, steps, cut),
             materialized(cut(node.args[1]), backend, steps, cut))
 
 
-_build_view = HEAVY["materialize"]
-
-
-def _build_transposed_matmul(node, backend, cut, out):
+def build_transposed_matmul(node, backend, cut, out):
     """`(a @ b).T` (a weight gradient of `x @ w.T`): the product is computed transposed, into a
     temporary of the view's layout (cuBLAS writes C^T = B^T A^T), so that what reads the view reads
     rows, not columns of a temporary (and no transposed copy is made). The matmul node then stands
-    for the transposed view of that temporary, should anything else read it. Other views, and a
-    matmul already planned, go the usual way."""
+    for the transposed view of that temporary, should anything else read it. Declines (None) other
+    views, and a matmul already planned."""
     x = node.args[0]
     step = node.attrs[0]
     memo = getattr(cut, "memo", None)
     if (getattr(x, "op", None) != "matmul" or len(x.shape) < 2 or not _swaps_last_axes(step, len(x.shape))
             or memo is None or id(x) in memo or x.dtype != node.dtype):
-        return _build_view(node, backend, cut, out)
+        return None
     steps: list = []
     a, b = _operands(x, backend, cut, steps)
     y = backend.empty(tuple(node.shape), node.dtype)
     product = y.swapaxes(-1, -2)                    # x's shape, written through the transposed view
     if not backend.host_memory and arguments_for(a.data, b.data, product)[0] is None:
-        return _build_view(node, backend, cut, out)  # cupy.matmul writes contiguous results only
+        return None     # cupy.matmul writes contiguous results only
     steps.append(_product_step(x, a, b, product, backend, cut, "", note="computed transposed, as it is read"))
     memo[id(x)] = _tensor.Tensor(product, x.device)
     return steps, _tensor.Tensor(y, node.device)
@@ -269,21 +266,14 @@ def _swaps_last_axes(step, ndim) -> bool:
     return kind == "transpose" and tuple(arg) == (*range(ndim - 2), ndim - 1, ndim - 2)
 
 
-HEAVY["materialize"] = _build_transposed_matmul
-_build_plain_reduce = HEAVY["reduce"]
-
-
-def _build_bias_gradient(node, backend, cut, out):
+def build_bias_gradient(node, backend, cut, out):
     """A sum that a weight-gradient GEMM of this plan may write by its BGRAD epilogue (matmul_epilogue's
     bgrad sites): that GEMM is planned first (through the view the plan reads it by, if any), and the
-    sum reads what it wrote; else (and as a destination's writer) the reduction step."""
+    sum reads what it wrote; else (and as a destination's writer) it declines (None)."""
     first = getattr(cut, "bgrad_first", {}).get(id(node))
     if first is not None and out is None and id(first) not in cut.memo:
         cut(first)
         done = cut.memo.get(id(node))
         if done is not None:
             return [], done
-    return _build_plain_reduce(node, backend, cut, out)
-
-
-HEAVY["reduce"] = _build_bias_gradient
+    return None

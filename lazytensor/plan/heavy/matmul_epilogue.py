@@ -17,7 +17,8 @@ The choice is timed once per (GPU, shape, layouts, dtype) with CUDA events aroun
 two ways on the plan's own arrays, kept in memory and in the disk cache (as the CBR choices,
 lazytensor.plan.measured_choice); LAZYTENSOR_CBR_TUNE=0 keeps the GEMM and the kernel without timing.
 LAZYTENSOR_MATMUL_EPILOGUE=on takes the epilogue wherever cuBLASLt takes the arrays, =off never (the
-bench compares them so; set_mode changes it in a running process). lt.explain shows the choice and the times on the Matmul step.
+bench compares them so; lazytensor.assign.plans.set_matmul_epilogue_mode changes it in a running
+process). lt.explain shows the choice and the times on the Matmul step.
 """
 from __future__ import annotations
 
@@ -30,18 +31,7 @@ from lazytensor.plan.measured_choice import MeasuredChoices, device_name
 EPILOGUE = "cuBLASLt GEMM with its epilogue"
 KERNEL = "cuBLAS GEMM + the fused kernel after it"
 DEFAULT_MODE = os.environ.get("LAZYTENSOR_MATMUL_EPILOGUE", "measure")
-MODE = DEFAULT_MODE             # "measure", "on" or "off"
-
-
-def set_mode(mode: str) -> None:
-    """"measure", "on" or "off" from now on (as LAZYTENSOR_MATMUL_EPILOGUE): plans kept as recipes hold
-    the earlier choice, so they are dropped and made again."""
-    global MODE
-    if mode not in ("measure", "on", "off"):
-        raise ValueError(f"the matmul epilogue mode is 'measure', 'on' or 'off'; got {mode!r}")
-    from lazytensor.reuse import recipes
-    recipes.clear()
-    MODE = mode
+MODE = DEFAULT_MODE             # "measure", "on" or "off" (set by lazytensor.assign.plans)
 
 
 def _valid(value) -> bool:

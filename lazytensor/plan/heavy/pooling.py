@@ -9,10 +9,13 @@ import numpy as np
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.kernels import launch_log
-from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, materialized, may_overlap
+from lazytensor.core.memory import may_overlap
+from lazytensor.plan.elementwise import copy_step
+from lazytensor.plan.evaluated import materialized
+from lazytensor.plan.steps import Step
 
 
-class PoolStep:
+class PoolStep(Step):
     """out = the pooling (direction "forward") or its input gradient ("backward") of x; g is the output
     gradient (backward only), x is None for avg pooling's backward on the CPU; argmax: the CUDA max
     pooling backward's byte per window where its windows overlap (pool_cuda.backward_kernels), else None."""
@@ -40,9 +43,6 @@ class PoolStep:
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(f"{a.kind}_pool2d_{self.direction}", self.backend.name,
                                                       "pool", int(self.out.size), "memory", 0.0))
-
-    def capture_refusal(self):
-        return None if self.backend.graphs else f"the {self.backend.name} backend has no graphs"
 
     def describe(self, source: bool = True) -> str:
         a = self.attrs
@@ -98,7 +98,7 @@ def _finish(steps, backend, node, y, out):
     return steps, _tensor.Tensor(y, node.device)
 
 
-def _build_pool(node, backend, cut, out):
+def build_pool(node, backend, cut, out):
     steps: list = []
     x = _operand(node.args[0], backend, cut, steps)
     y = _result(node, backend, out, (x,))
@@ -106,7 +106,7 @@ def _build_pool(node, backend, cut, out):
     return _finish(steps, backend, node, y, out)
 
 
-def _build_pool_backward(node, backend, cut, out):
+def build_pool_backward(node, backend, cut, out):
     steps: list = []
     if node.op == "max_pool2d_backward":
         x = _operand(node.args[0], backend, cut, steps)
@@ -121,11 +121,6 @@ def _build_pool_backward(node, backend, cut, out):
         argmax = backend.empty(tuple(g.shape), np.uint8)
     steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx, argmax))
     return _finish(steps, backend, node, dx, out)
-
-
-HEAVY["max_pool2d"] = HEAVY["avg_pool2d"] = _build_pool
-HEAVY["max_pool2d_backward"] = HEAVY["avg_pool2d_backward"] = _build_pool_backward
-ROOT_WRITERS.update(("max_pool2d", "avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward"))
 
 
 def _pool_cpu():

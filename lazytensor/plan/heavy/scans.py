@@ -8,7 +8,9 @@ from __future__ import annotations
 from lazytensor.core.tensor import Tensor
 from lazytensor.kernels.program import describe
 from lazytensor.plan.lower import lower
-from lazytensor.plan.planner import HEAVY, ROOT_WRITERS, copy_step, may_overlap
+from lazytensor.core.memory import may_overlap
+from lazytensor.plan.elementwise import copy_step
+from lazytensor.plan.steps import Step
 
 
 def _runner(backend):
@@ -20,7 +22,7 @@ def _runner(backend):
     return module
 
 
-class FusedScan:
+class FusedScan(Step):
     """One generated kernel: the program over the scan's shape, scanned along the axis into `out`."""
     __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note")
 
@@ -56,7 +58,7 @@ class FusedScan:
         return text
 
 
-def _build_scan(node, backend, cut, out):
+def build_scan(node, backend, cut, out):
     x = cut(node.args[0])
     spec = node.attrs
     program, inputs, scalars = lower(x, spec.out_dtype)
@@ -71,6 +73,3 @@ def _build_scan(node, backend, cut, out):
         steps.append(copy_step(backend, target, out, "copy the scan's temporary into the destination"))
     return steps, Tensor(target, node.device)
 
-
-HEAVY["scan"] = _build_scan
-ROOT_WRITERS.add("scan")

@@ -10,20 +10,16 @@ from lazytensor.core.expr import Const
 from lazytensor.core.memory import may_overlap
 from lazytensor.core.tensor import Tensor
 from lazytensor.core.view_steps import apply_step
-from lazytensor.plan import planner
 
 
-def _build_scatter(node, backend, cut, out):
+def build_scatter(node, backend, cut, out):
     part = cut(node.args[0])
     key = node.attrs
     if out is None or any(may_overlap(leaf.data, out) for leaf in part.leaves):
         out = backend.empty(tuple(node.shape), node.dtype)     # zeroing `out` first would change what `part` reads
-    steps = planner.plan(Const(0.0, node.dtype), out, backend)
+    steps = cut.plan(Const(0.0, node.dtype), out, backend)
     steps[-1].note = "zeros: the gradient of an indexing view is zero where the view does not look"
-    written = planner.plan(part, apply_step(out, ("index", key)), backend)
+    written = cut.plan(part, apply_step(out, ("index", key)), backend)
     written[-1].note = "the gradient of the view, written where the view looks"
     return steps + written, Tensor(out, node.device)
 
-
-planner.HEAVY["scatter"] = _build_scatter
-planner.ROOT_WRITERS.add("scatter")

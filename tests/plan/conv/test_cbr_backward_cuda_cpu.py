@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor.cbr import cudnn_dbn
+from lazytensor.cbr import cudnn_dbn, cudnn_graphs
 from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
 from lazytensor.cbr.cudnn_graphs import GraphKind, build_conv_graph
 from lazytensor.kernels.backend import backend_for
@@ -83,7 +83,7 @@ def test_dbn_graph_description(monkeypatch):
         cudnnGraphNotSupportedError=NotSupported,
         pygraph=lambda **kw: DbnFakeGraph(log, **kw),
     )
-    monkeypatch.setattr(cudnn_dbn, "import_cuda_modules", lambda: (None, fake))
+    monkeypatch.setattr(cudnn_graphs, "import_cuda_modules", lambda: (None, fake))
     key = cudnn_dbn.dbn_key((2, 9, 11, 16))
     assert key.out_shape == (2, 9, 11, 16)
     g = build_conv_graph(GraphKind.DBN_RELU, key, handle="h")
@@ -108,7 +108,7 @@ def test_dbn_graph_rejections(monkeypatch):
     fake = SimpleNamespace(data_type=SimpleNamespace(HALF="HALF", FLOAT="FLOAT", BOOLEAN="BOOLEAN"),
                            heur_mode=SimpleNamespace(A="A", FALLBACK="FALLBACK"),
                            cudnnGraphNotSupportedError=NotSupported, pygraph=lambda **kw: DbnFakeGraph([], **kw))
-    monkeypatch.setattr(cudnn_dbn, "import_cuda_modules", lambda: (None, fake))
+    monkeypatch.setattr(cudnn_graphs, "import_cuda_modules", lambda: (None, fake))
 
     def refuse(self):
         raise NotSupported("no engine for this dBN")
@@ -211,7 +211,7 @@ def test_the_cuda_stage_one_plan_on_a_stand_in(forced, monkeypatch):
     node = lt.cbr_bn_backward(dy, saved, gamma)[0]
     steps: list = []
     backend = _CpuWithCudaCapabilities()
-    new_steps, result = cbr_backward_plan._build_dx(node, backend, cutter(steps, backend), None)
+    new_steps, result = cbr_backward_plan.build_dx(node, backend, cutter(steps, backend), None)
     names = [type(s).__name__ for s in steps + new_steps]
     # the sums are planned once, ahead of either path: dgamma and dbeta read them
     assert names == ["GridReduction", "DbnGraphStep" if forced == "cudnn" else "GridElementwise"], names

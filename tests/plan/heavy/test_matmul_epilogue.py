@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 import lazytensor as lt
 from lazytensor.kernels.cuda.cublas_gemm import arguments_for
 from lazytensor.kernels.cuda.cublaslt_gemm import bgrad_kind, bgrad_refusal, epilogue_refusal
+from lazytensor.assign.plans import set_matmul_epilogue_mode
 from lazytensor.plan.heavy import matmul_epilogue, matmul as matmul_plan
 
 from lazytensor.reuse import recipes
@@ -154,7 +155,7 @@ def emulated_epilogue(monkeypatch):
         emulate_epilogue(args, a, b, bias, out, epilogue)
     monkeypatch.setattr(matmul_epilogue, "available", lambda backend: True)
     monkeypatch.setattr(matmul_plan, "run_epilogue_gemm", run)
-    monkeypatch.setattr(matmul_epilogue, "MODE", "on")      # undone after the test, as set_mode would set it
+    monkeypatch.setattr(matmul_epilogue, "MODE", "on")      # undone after the test, as set_matmul_epilogue_mode would set it
     from lazytensor.plan import planner, several
     monkeypatch.setattr(planner, "available", lambda backend: True)
     monkeypatch.setattr(several, "available", lambda backend: True)
@@ -197,7 +198,7 @@ def test_training_steps_with_the_epilogue_equal_the_plain_plan(emulated_epilogue
     data = [(rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 5, 8))] * 4   # the loss falls
     results = {}
     for mode in ("on", "off"):
-        matmul_epilogue.set_mode(mode)
+        set_matmul_epilogue_mode(mode)
         model = _mlp(4, np.float32)
         step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
         losses = [float(step(lt.asarray(x), lt.asarray(y)).numpy()) for x, y in data]
@@ -226,7 +227,7 @@ def test_the_measured_way_runs_and_explain_shows_the_times(emulated_epilogue, mo
         assert check() is None                  # and agree
         timed.append(faster)
         return faster, "measured: GEMM + kernel 1.000 ms, epilogue 0.900 ms", False
-    matmul_epilogue.set_mode("measure")
+    set_matmul_epilogue_mode("measure")
     monkeypatch.setattr(matmul_epilogue, "_measure", measure)
     monkeypatch.setattr(matmul_epilogue, "_key", lambda gemm, out, kind: f"test|{faster}|{kind}|{tuple(gemm)}")
     rng = np.random.default_rng(6)
@@ -260,7 +261,7 @@ def test_trials_run_the_plans_layouts_and_a_wrong_epilogue_is_not_taken(emulated
             if epilogue.startswith("bgrad"):
                 bias[...] = np.asarray(b)[0]        # the first row, not the sum
         monkeypatch.setattr(matmul_plan, "run_epilogue_gemm", wrong)
-    matmul_epilogue.set_mode("measure")
+    set_matmul_epilogue_mode("measure")
     rng = np.random.default_rng(7)
     x, w, b = (lt.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((16, 12), (8, 12), (8,)))
     loss = (lt.tanh(x @ w.T + b) * 3.0).sum()
