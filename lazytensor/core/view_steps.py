@@ -166,6 +166,8 @@ def _push(node, steps, memo):
         return hit
     if isinstance(node, Const):
         return node
+    if type(node) is Expr and node.result is not None:
+        node = node.result          # evaluated since the view's root was built: its operands are gone
     if isinstance(node, _tensor.Tensor):
         data = node.data
         for step, _ in steps:

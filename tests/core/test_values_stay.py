@@ -180,6 +180,15 @@ def test_rebinding_loop_stays_one_level_deep():
     assert launches == [2] * 12, launches       # the mean, then one fused kernel: every iteration alike
 
 
+def test_view_of_an_expression_over_a_value_evaluated_since():
+    t0, t1 = _cpu(np.arange(12.0).reshape(3, 4)), _cpu(np.ones((3, 4)))
+    e0 = t0 + t1
+    e1 = t0 + e0                              # e0 keeps its value at the next write, dropping its operands
+    t1[...] = t1 * 5
+    want = (np.arange(12.0) * 2 + 1).reshape(3, 4)[0]
+    np.testing.assert_array_equal(e1[0, :].numpy(), want)
+
+
 # -- the property: random programs give NumPy's values step by step -----------------------------
 
 SHAPE = (3, 4)
