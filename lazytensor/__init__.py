@@ -75,6 +75,11 @@ cbr.CBR = CBR
 # The CBR backward's conv_grads as an object lt.explain shows.
 from lazytensor.reuse.conv_grads import ConvGradsCall
 
+# The user methods and operators of tensors and expressions (t.sum(), a + b, y[...] = e), set on
+# their classes now that everything they call is imported.
+from lazytensor import array_methods as _array_methods
+_array_methods.install()
+
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",

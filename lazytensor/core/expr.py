@@ -13,8 +13,12 @@ import numpy as np
 
 from lazytensor.kernels.ops import OPS
 from lazytensor.core.operand import Operand
+from lazytensor.core.tensor import Tensor, as_node
+from lazytensor.core.const import Const, constant
+from lazytensor.core.structure_ids import _structures, structure_id
 from lazytensor.core import dtypes as _dt
 from lazytensor.core.rewrites import REWRITES
+from lazytensor.core.render_tree import render_tree
 from lazytensor.core.shapes import broadcast_shapes
 from lazytensor.core.readers import Memory, memory_of, register
 
@@ -24,89 +28,8 @@ except ImportError:                         # not built where lazytensor was ins
     _nodes = None
 
 
-_structures: dict = {}
 RESULTS = [0]       # how many nodes have been given a result so far (see Expr.epoch)
 _ref = weakref.ref
-
-
-def structure_id(key: tuple) -> int:
-    """A small int per distinct structure (op, dtype, attrs, operand structures): the
-    structural key of a node, computed once, at construction."""
-    sid = _structures.get(key)
-    if sid is None:
-        sid = _structures.setdefault(key, len(_structures))
-    return sid
-
-
-class Const:
-    """A scalar in an expression; its value becomes a kernel argument, never source text."""
-    __slots__ = ("value", "dtype", "skey", "scalars")
-    shape = ()
-    device = None
-    heavy = False
-    shared = False
-    leaves = ()
-
-    def __init__(self, value, dtype):
-        # One Python type per dtype kind, so that a program's scalar dtypes fix the types its kernel
-        # is called with (a kernel's compiled entry is kept by program: lazytensor.kernels.cpu.backend).
-        kind = dtype.kind
-        if kind == "u" and dtype.itemsize == 8:
-            value = np.uint64(value)    # a Python int would reach numba as int64 and overflow at 2**63
-        elif kind == "f":
-            value = float(value)        # any size of int reaches the kernel as a float (too large raises, as NumPy)
-        elif kind in "iu":
-            value = int(value)          # (True in an integer loop: 1)
-        elif kind == "b":
-            value = bool(value)
-        limit = _ROUNDED_ABOVE.get(dtype)
-        if limit is not None and type(value) is float and abs(value) > limit:
-            # NumPy casts a weak Python float to the op's dtype at the op: out of the dtype's range it
-            # becomes inf, with NumPy's own overflow warning, here on the line that built the node
-            # (not later, each time a kernel's argument is converted).
-            value = float(dtype.type(value))
-        self.value = value
-        self.dtype = dtype
-        skey = _const_keys.get(dtype)
-        self.skey = skey if skey is not None else _const_key(dtype)
-        self.scalars = (value,)
-
-
-_const_keys: dict = {}
-# Python floats above these magnitudes are rounded to the Const's dtype when it is built: every
-# float16 value (its kernels take it as a float32 argument), and float32 values beyond its range.
-_ROUNDED_ABOVE = {np.dtype(np.float16): 0.0, np.dtype(np.float32): float(np.finfo(np.float32).max)}
-
-
-# (type, value, dtype) -> its Const: a scalar that a loop writes again and again (`5 * d`) is one
-# object, made once. Left out: float zeros (0.0 == -0.0 would share a key) and NaN, and the values
-# a Const rounds when it is built, whose overflow warning belongs to every line that builds one.
-_consts: dict = {}
-
-
-def constant(value, dtype, table=None) -> Const:
-    """Const(value, dtype), the same object for the same scalar of the same type and dtype.
-    table: where a caller for which type and dtype are fixed keeps its own, by value alone (binary's
-    cases: one lookup of a small int or float, not of a tuple holding a dtype)."""
-    if table is None:
-        table, key, most = _consts, (type(value), value, dtype), 4096
-    else:
-        key, most = value, 256      # (a case's own: a loop over ever new values fills it alone)
-    c = table.get(key)
-    if c is None:
-        c = Const(value, dtype)
-        limit = _ROUNDED_ABOVE.get(dtype)
-        if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
-            return c
-        if len(table) > most:
-            table.clear()
-        table[key] = c
-    return c
-
-
-def _const_key(dtype) -> int:
-    k = _const_keys[dtype] = structure_id(("scalar", dtype))
-    return k
 
 
 class Expr(Operand):
@@ -140,7 +63,7 @@ class Expr(Operand):
             epoch = RESULTS[0]
             for a in args:
                 t = type(a)
-                if t is _tensor.Tensor:
+                if t is Tensor:
                     register(self, _ref(self), a)
                 elif t is Expr and a.epoch < epoch:
                     epoch = a.epoch
@@ -217,7 +140,7 @@ class Expr(Operand):
             self.leaves, self.scalars = fresh.leaves, fresh.scalars
             me = _ref(self)
             for a in fresh.args:
-                if type(a) is _tensor.Tensor:
+                if type(a) is Tensor:
                     register(self, me, a)
         self.last_plan = None
         self.epoch = RESULTS[0]
@@ -229,7 +152,6 @@ class Expr(Operand):
         return self
 
     def __repr__(self):
-        from lazytensor.core.render_tree import render_tree
         return (f"Expr({render_tree(self)}, shape={self.shape}, dtype={self.dtype.name}, "
                 f"device={self.device!r})")
 
@@ -306,9 +228,9 @@ def apply(op: str, *operands) -> Expr:
     """Build the node for `op(*operands)`; operands are nodes or scalars. This runs for every
     operator a user writes, so it is kept to a handful of dict lookups."""
     if op in REWRITES:
-        node = REWRITES[op](*operands)
-        if node is not None:
-            return node
+        replacement = REWRITES[op](*operands)
+        if replacement is not None:
+            return apply(*replacement)
     types = []
     for x in operands:
         if isinstance(x, Operand):
@@ -391,7 +313,7 @@ def operator_function(op: str, reflected: bool = False):
     A case seen before (_binary_cases) builds the node here, unrolled: every operator a user writes runs
     this, so it is the fields Expr.__init__ computes, without a loop, a key list or a second lookup,
     one weak reference for the reader records of both tensors (lazytensor.core.readers), and no
-    second call: the Operand's method IS this function (lazytensor.core.operand)."""
+    second call: the Operand's method IS this function (lazytensor.array_methods)."""
     cases = _binary_cases.setdefault(op, {})
 
     def build(a, b) -> Expr:
@@ -620,7 +542,7 @@ def _numpy_operand(x):
     """A NumPy array in an expression: a 0-d one is a (strong) NumPy scalar, as NumPy treats it,
     and so works with tensors on any device; others become CPU tensors."""
     if isinstance(x, np.ndarray):
-        return x[()] if x.ndim == 0 else _tensor.as_node(x)
+        return x[()] if x.ndim == 0 else as_node(x)
     return x
 
 
@@ -648,21 +570,12 @@ def _compare_out_of_range(op: str, operands):
     return apply("equal" if true else "not_equal", x, x)
 
 
-from lazytensor.core import tensor as _tensor  # noqa: E402  (NumPy arrays in expressions become CPU tensors)
-# The Tensor class, which lazytensor.core.tensor sets when it is defined (importing tensor.py first
-# imports this module before that class exists): the operators' paths test types by identity.
-_Tensor = getattr(_tensor, "Tensor", None)
-
-
-def tensor_defined(tensor_type) -> None:
-    """lazytensor.core.tensor has defined Tensor: the operators' paths may test types by identity,
-    and the builders in C start taking their cases (unless LAZYTENSOR_PYTHON_NODES=1 asks for the
-    Python builders alone, to compare the two)."""
-    global _Tensor
-    _Tensor = tensor_type
-    if _nodes is not None:
-        _nodes.setup(Expr, tensor_type, Const, Memory, RESULTS, broadcast_shapes, _device_of, memory_of, constant)
-        _nodes.set_enabled(os.environ.get("LAZYTENSOR_PYTHON_NODES", "") in ("", "0"))
+# The operators' paths test types by identity; the builders in C take their cases (unless
+# LAZYTENSOR_PYTHON_NODES=1 asks for the Python builders alone, to compare the two).
+_Tensor = Tensor
+if _nodes is not None:
+    _nodes.setup(Expr, Tensor, Const, Memory, RESULTS, broadcast_shapes, _device_of, memory_of, constant)
+    _nodes.set_enabled(os.environ.get("LAZYTENSOR_PYTHON_NODES", "") in ("", "0"))
 
 
 def node_builder() -> str:
@@ -688,7 +601,7 @@ class Origin:
             if id(a) in seen:
                 continue
             seen.add(id(a))
-            if type(a) is _tensor.Tensor:
+            if type(a) is Tensor:
                 tensors.append(a)
             elif type(a) is Expr:
                 stack.extend(a.origin.args if a.result is not None and a.origin is not None else a.args)

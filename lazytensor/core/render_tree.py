@@ -1,7 +1,7 @@
 """Readable text of an expression tree, for repr and explain (t0, t1, ... name the tensors)."""
 from __future__ import annotations
 
-from lazytensor.core.expr import Const
+from lazytensor.core.const import Const
 from lazytensor.kernels.ops import OPS
 
 

@@ -1,6 +1,7 @@
 """Rewrites applied while an expression is built, declared in one table.
 
-Each entry maps an op to a function that returns a replacement node, or None to keep the op.
+Each entry maps an op to a function that returns the replacement as (op, *operands), which the
+node builder builds instead, or None to keep the op.
 They are exact: the replacement computes bit-for-bit what NumPy computes for the original (NumPy
 itself evaluates `x ** 2` as `np.square(x)`, much cheaper than a general pow).
 """
@@ -16,11 +17,9 @@ def _power(base, exponent):
     if type(exponent) in (int, float) and not isinstance(base, (int, float, bool)):
         kind = base.dtype.kind
         if exponent == 2 and (kind == "f" or (kind in "iu" and type(exponent) is int)):
-            from lazytensor.core.expr import apply
-            return apply("square", base)
+            return ("square", base)
         if type(exponent) is float and exponent == 0.5 and base.dtype.name in ("float32", "float64"):
-            from lazytensor.core.expr import apply
-            return apply("sqrt", base)
+            return ("sqrt", base)
     return None
 
 

@@ -1,18 +1,17 @@
 """Tensor: device memory with a shape and dtype, and the leaves of expressions.
 
 Reading a Tensor in an expression computes nothing; writing one (`y[...] = e`, `y += e`,
-`y.assign(e)`) evaluates the expression into its memory with one fused kernel.
+`y.assign(e)`) evaluates the expression into its memory with one fused kernel. Those user methods
+are set on the class by lazytensor.array_methods (declared for editors in tensor.pyi).
 """
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 
 from lazytensor.core import dtypes as _dt
 from lazytensor.kernels.backend import backend_for, default_device
-from lazytensor.core import upward
 from lazytensor.core.operand import Operand
+from lazytensor.core.structure_ids import structure_id
 
 
 class Tensor(Operand):
@@ -45,46 +44,6 @@ class Tensor(Operand):
     def backend(self):
         return backend_for(self.device)
 
-    # -- writing ---------------------------------------------------------------------------------
-    def __setitem__(self, key, value):
-        if key is not Ellipsis and upward.indexing.is_advanced(key):
-            return upward.indexing.setitem(self, key, value)      # a mask or index array: a scatter
-        dest = self if key is Ellipsis else self[key]
-        upward.evaluation.assign(dest, value)
-
-    def assign(self, value) -> "Tensor":
-        upward.evaluation.assign(self, value)
-        return self
-
-    def _inplace(self, op, other):
-        # An operand nothing else holds (the temporary `b * a` of `a += b * a`) is part of the value
-        # being written: the write need not evaluate it first, though it reads `a` (assign.writes).
-        private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()
-        from lazytensor.core.expr import apply
-        upward.evaluation.assign(self, apply(op, self, other), what="apply an in-place op from", private=private,
-                                 held=False)
-        return self
-
-    def __iadd__(self, o): return self._inplace("add", o)
-    def __isub__(self, o): return self._inplace("subtract", o)
-    def __imul__(self, o): return self._inplace("multiply", o)
-    def __itruediv__(self, o): return self._inplace("true_divide", o)
-    def __ifloordiv__(self, o): return self._inplace("floor_divide", o)
-    def __imod__(self, o): return self._inplace("remainder", o)
-    def __ipow__(self, o): return self._inplace("power", o)
-    def __iand__(self, o): return self._inplace("bitwise_and", o)
-    def __ior__(self, o): return self._inplace("bitwise_or", o)
-    def __ixor__(self, o): return self._inplace("bitwise_xor", o)
-    def __ilshift__(self, o): return self._inplace("left_shift", o)
-    def __irshift__(self, o): return self._inplace("right_shift", o)
-
-    # -- reading -----------------------------------------------------------------------------------
-    def __copy__(self) -> "Tensor":
-        return upward.evaluation.evaluate(self)      # new memory, as copy.copy of a NumPy array
-
-    def __deepcopy__(self, memo) -> "Tensor":
-        return upward.evaluation.evaluate(self)
-
     def __dlpack__(self, *args, **kwargs):
         return self.data.__dlpack__(*args, **kwargs)
 
@@ -97,33 +56,6 @@ class Tensor(Operand):
             raise AttributeError("__cuda_array_interface__ exists only for tensors on 'cuda'")
         return self.data.__cuda_array_interface__
 
-    def __repr__(self):
-        body = np.array2string(upward.evaluation.to_numpy_shared(self), separator=", ", prefix="Tensor(", threshold=200)
-        return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
-
-
-from lazytensor.core import expr as _expr  # noqa: E402
-_expr.tensor_defined(Tensor)
-
-
-class _CallShape:
-    """The call path of an in-place operator (`t += x` -> __iadd__ -> _inplace), to count the
-    references that path itself holds to a temporary right operand: the interpreter's stack,
-    each frame's parameter and getrefcount's argument."""
-    def __iadd__(self, o): return self._inplace("add", o)
-
-    def _inplace(self, op, other):
-        self.count = sys.getrefcount(other)
-        return self
-
-
-def _operand_call_refs() -> int:
-    probe = _CallShape()
-    probe += object()
-    return probe.count
-
-
-_OPERAND_CALL_REFS = _operand_call_refs()
 
 _load_keys: dict = {}
 
@@ -131,7 +63,6 @@ _load_keys: dict = {}
 def _load_key(dtype) -> int:
     k = _load_keys.get(dtype)
     if k is None:
-        from lazytensor.core.expr import structure_id
         k = _load_keys[dtype] = structure_id(("load", dtype))
     return k
 
@@ -153,12 +84,12 @@ def asarray(obj, dtype=None, device=None) -> Tensor:
         if (device is None or device == obj.device) and (dtype is None or np.dtype(dtype) == obj.dtype):
             return obj
         if dtype is not None:
-            obj = upward.evaluation.evaluate(obj.astype(dtype))
+            obj = obj.astype(dtype).eval()
         if device is None or device == obj.device:
             return obj
         return Tensor(backend_for(device).asarray(obj.numpy()), device)
     if isinstance(obj, Operand):
-        t = upward.evaluation.evaluate(obj if dtype is None else obj.astype(dtype))
+        t = (obj if dtype is None else obj.astype(dtype)).eval()
         return asarray(t, device=device)
     if device is None and (hasattr(obj, "__cuda_array_interface__") or _is_cuda_dlpack(obj)):
         device = "cuda"

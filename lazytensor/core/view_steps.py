@@ -16,7 +16,7 @@ import functools
 import numpy as np
 
 from lazytensor.core.expr import Const, Expr
-from lazytensor.core import tensor as _tensor   # module import: tensor.py imports this module
+from lazytensor.core.tensor import Tensor, as_node
 
 
 class NoViewPossible(Exception):
@@ -134,13 +134,13 @@ def nocopy_strides(shape, strides, newshape, itemsize):
 
 def view(x, step):
     """x viewed through `step`; x is a Tensor, an expression or a NumPy array."""
-    x = _tensor.as_node(x)
+    x = as_node(x)
     if type(x) is Expr and x.result is not None:
         x = x.result                # an evaluated node is its result
     new_shape = shape_after(tuple(x.shape), step)
-    if isinstance(x, _tensor.Tensor):
+    if isinstance(x, Tensor):
         try:
-            out = _tensor.Tensor(apply_step(x.data, step), x.device)
+            out = Tensor(apply_step(x.data, step), x.device)
         except NoViewPossible:
             return _materialize(x, step, new_shape, "the tensor's strides do not allow this reshape as a view")
         out.view_of = (x, ((step, new_shape),))     # provenance: the reverse pass routes gradients to x
@@ -168,11 +168,11 @@ def _push(node, steps, memo):
         return node
     if type(node) is Expr and node.result is not None:
         node = node.result          # evaluated since the view's root was built: its operands are gone
-    if isinstance(node, _tensor.Tensor):
+    if isinstance(node, Tensor):
         data = node.data
         for step, _ in steps:
             data = apply_step(data, step)
-        out = _tensor.Tensor(data, node.device)
+        out = Tensor(data, node.device)
         out.view_of = (node, steps)
     else:
         args = []

@@ -4,30 +4,34 @@ from __future__ import annotations
 
 import numpy as np
 
-import lazytensor as lt
+from lazytensor.core.tensor import asarray, empty_like
+from lazytensor.kernels.backend import default_device
+from lazytensor.ops.elementwise import relu
+from lazytensor.tools.explain import explain
+from lazytensor.tools.profile import profile
 from lazytensor.kernels.timing import time_host
 
 
 def run_demo(device=None) -> None:
-    device = device or lt.default_device()
+    device = device or default_device()
     rng = np.random.default_rng(0)
     n = 1 << 22
     host = [rng.standard_normal(n, dtype=np.float32) for _ in range(4)]
-    a, b, c, d = (lt.asarray(x, device=device) for x in host)
+    a, b, c, d = (asarray(x, device=device) for x in host)
     print(f"lazytensor demo on {device!r}: four float32 vectors of {n} elements\n")
 
-    e = lt.relu((a + b) * c + 5 * d)
+    e = relu((a + b) * c + 5 * d)
     print("e = lt.relu((a + b) * c + 5 * d)     # builds a tree, computes nothing")
     print(repr(e), "\n")
     print("lt.explain(e, source=False):")
-    print(lt.explain(e, source=False), "\n")
+    print(explain(e, source=False), "\n")
 
-    y = lt.empty_like(a)
-    with lt.profile() as p:
+    y = empty_like(a)
+    with profile() as p:
         y[...] = e
     print("y[...] = e   # first assignment: compile (or load from the disk cache) and run")
     print(p, "\n")
-    with lt.profile() as p:
+    with profile() as p:
         y[...] = e
     print("y[...] = e   # again: a memory cache hit, one launch")
     print(p, "\n")
@@ -39,7 +43,7 @@ def run_demo(device=None) -> None:
     sync = y.backend.synchronize
 
     def fused():
-        y[...] = lt.relu((a + b) * c + 5 * d)
+        y[...] = relu((a + b) * c + 5 * d)
         sync()
 
     t_lt = time_host(fused, repeat=9)
