@@ -74,3 +74,15 @@ def test_a_long_gradient_summarizes_unless_detail():
     text = lt.explain_grad(loss, [w])
     assert "steps by kind" in text and "\n  [1] " not in text
     assert len(text.splitlines()) < len(full.splitlines())
+
+
+@pytest.mark.slow
+def test_vgg16_bn_step_reads_in_a_screen():
+    model = lt.nn.vgg16_bn(10, 32)
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
+    rng = np.random.default_rng(0)
+    step(rng.standard_normal((2, 32, 32, 3)).astype(np.float32), rng.integers(0, 10, 2))
+    text = str(lt.explain(step))
+    assert len(text.splitlines()) < 60
+    assert "backward: 13 of 13 Conv-BN blocks" in text and "  Conv2dStep on cpu: 13" in text.splitlines()
+    assert lt.explain(step, "full", source=False).count("\n[") == len(step.last.plan.steps)
