@@ -2,7 +2,8 @@
 
     step = lt.train_step(model, loss_fn, optimizer)
     loss = step(x, labels)          # forward (train mode), lt.grad, the optimizer's update
-    print(lt.explain(step))         # the planned step: its steps, memory, CUDA graph
+    print(lt.explain(step))         # the planned step: its steps by kind, memory, CUDA graph
+    print(lt.explain(step, "full")) # ... and each step
 
 The first call with a given input shape builds the step as expressions: the forward in train mode,
 `loss_fn(logits, labels)`, `lt.grad` of the loss with respect to the optimizer's parameters and the
@@ -40,6 +41,7 @@ from lazytensor.reuse.bounded import make_room
 from lazytensor.assign.evaluate import evaluate
 from lazytensor.step.recorded import RecordedAssignment
 from lazytensor.plan.steps import interrupts_deferred
+from lazytensor.plan.step_summary import counted, step_lines, summarized
 
 _MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second plan)
 
@@ -136,9 +138,10 @@ class TrainStep:
         return PlannedStep(xs, ys, loss_out, plan, len(pairs), backward)
 
     # -- lt.explain(step) ----------------------------------------------------------------------
-    def explanation(self, source: bool = True):
+    def explanation(self, source: bool = True, detail=None):
         """(text, steps, notes) for lt.explain: the recorded plan of the latest call. The text's first
-        two lines are `key: value` (a notebook shows them as a table), the notes follow the steps."""
+        two lines are `key: value` (a notebook shows them as a table), the notes follow the steps,
+        which a plan of more than 20 steps lists by kind unless detail=True."""
         amp = (f"on, float16 activations and weights, float32 master weights and BatchNorm, dynamic loss "
                f"scaling decided on the device ({self.scaler!r}: found_inf is a reduction over every gradient, each "
                f"write is where(found_inf, old, new))" if self.amp else "off")
@@ -162,11 +165,14 @@ class TrainStep:
         if planned.backward:
             before.append(f"backward: {fused} of {len(planned.backward)} Conv-BN blocks take the fused CBR backward "
                           f"(the forward's saved results are values of this plan, written by its forward steps)")
-            before += [f"  block {k}: {what}" for k, what in enumerate(planned.backward, 1)]
+            if summarized(steps, detail):    # the blocks that decided alike on one line
+                before += [f"  {n} block{'s' if n != 1 else ''}: {what}" for what, n in counted(planned.backward)]
+            else:
+                before += [f"  block {k}: {what}" for k, what in enumerate(planned.backward, 1)]
         after = memory_lines(planned, self.optimizer) + [
             rec.describe_graph(),
             "streams: the steps run in order on the current stream (a step that forks to a second stream says so above)"]
-        lines = head + before + [f"[{i}] " + step.describe(source=source) for i, step in enumerate(steps, 1)] + after
+        lines = head + before + step_lines(steps, source, detail) + after
         return "\n".join(lines), steps, before + after
 
 

@@ -28,6 +28,7 @@ from lazytensor.reuse import recipes
 from lazytensor.reuse import replay as graph_replay
 from lazytensor.plan.measured_choice import MeasuredChoices
 from lazytensor.plan.conv.operands import contiguous
+from lazytensor.plan.step_summary import step_lines
 from lazytensor.plan.conv.conv_backward import FIRST_LAYER_NOTE, backward_path, backward_step
 from lazytensor.plan.planner import cutter
 from lazytensor.reuse.several_recipes import walk
@@ -242,7 +243,7 @@ class ConvGradsCall:
     def __call__(self):
         return conv_grads(*self.args)
 
-    def explanation(self, source: bool = True):
+    def explanation(self, source: bool = True, detail=None):
         """(text, steps, notes), as lt.explain shows an object that plans itself."""
         d_conv, x, w, attrs, dx_in_x, first_layer = self.args
         steps, dx, dw = plan_conv_grads(*self.args)
@@ -251,7 +252,7 @@ class ConvGradsCall:
                  f"{tuple(w.shape)}), stride {attrs.stride}, padding {attrs.padding}, dilation {attrs.dilation}"
                  + ("; dX in x's memory" if dx_in_x else ""),
                  f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}"]
-        lines += [f"[{i}] " + step.describe(source) for i, step in enumerate(steps, 1)]
+        lines += step_lines(steps, source, detail)
         note = _recipe_note(_signature(*self.args)[0], steps, _backend(x).graphs)
         return "\n".join(lines + [note]), steps, [note]
 

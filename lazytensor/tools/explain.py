@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from lazytensor.reuse import recipes
 from lazytensor.plan.planner import plan
+from lazytensor.plan.step_summary import step_lines
 from lazytensor.assign.writes import readers_to_settle
 from lazytensor.core.expr import Expr
 from lazytensor.core.render_tree import render_tree
@@ -26,18 +27,24 @@ class Explanation(str):
         printer.text(str(self))
 
 
-def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation:
+def explain(expr, out: Tensor | str | None = None, source: bool = True, detail: bool | None = None) -> Explanation:
     """The plan of `expr` evaluated into `out` (a new tensor if None). A list of expressions, or of
     (destination, expression) pairs, explains lt.evaluate(e1, e2, ...) or lt.assign([...]). An
-    object that plans itself (lt.train_step's step) explains its own plan."""
+    object that plans itself (lt.train_step's step) explains its own plan.
+
+    A plan of more than 20 steps prints its steps by kind, with their counts; `detail=True` (or
+    `lt.explain(expr, "full")`) prints each step, `detail=False` (or "summary") always summarizes."""
+    if isinstance(out, str):
+        detail = _detail_of(out)
+        out = None
     if hasattr(type(expr), "explanation"):
-        text, steps, notes = expr.explanation(source)
+        text, steps, notes = expr.explanation(source, detail=detail)
         explanation = Explanation(text)
         explanation.steps, explanation.notes, explanation.source = steps, notes, source
         return explanation
     if isinstance(expr, (list, tuple)):
         from lazytensor.tools.explain_several import explain_several
-        return explain_several(expr, source, explain, Explanation)
+        return explain_several(expr, source, explain, Explanation, detail)
     from lazytensor.assign.evaluate import _as_expression
     if out is None:
         from lazytensor.core.tensor import empty
@@ -57,8 +64,7 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
                      + ", ".join(render_tree(n) for n in first))
     del first
     lines.append(f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}")
-    for i, step in enumerate(steps, 1):
-        lines.append(f"[{i}] " + step.describe(source=source))
+    lines.extend(step_lines(steps, source, detail))
     notes = [note for note in (recipes.replay_note(node, out.data, out.backend, steps), _direct_note(node, out))
              if note is not None]
     lines.extend(notes)
@@ -67,6 +73,12 @@ def explain(expr, out: Tensor | None = None, source: bool = True) -> Explanation
     explanation.notes = notes
     explanation.source = source
     return explanation
+
+
+def _detail_of(mode: str) -> bool:
+    if mode not in ("full", "summary"):
+        raise ValueError(f'lt.explain: the mode is "full" (each step) or "summary" (the steps by kind); got {mode!r}')
+    return mode == "full"
 
 
 def _direct_note(node, out):

@@ -10,7 +10,9 @@ from lazytensor.core.tensor import Tensor, as_node
 from lazytensor.tools.explain import Explanation, explain
 
 
-def explain_grad(output, inputs, grad_output=None, source: bool = False) -> Explanation:
+def explain_grad(output, inputs, grad_output=None, source: bool = False, detail: bool | None = None) -> Explanation:
+    """What lt.grad builds for each input and its plan; a gradient's plan of more than 20 steps
+    prints its steps by kind unless detail=True (detail=False always summarizes)."""
     output = as_node(output)
     single = isinstance(inputs, Tensor)
     inputs = (inputs,) if single else tuple(inputs)
@@ -29,7 +31,7 @@ def explain_grad(output, inputs, grad_output=None, source: bool = False) -> Expl
         lines.append(f"backward of {render_tree(node)}: {what}")
     steps = []
     for k, g in enumerate(gradients):
-        e = explain(g, source=source)
+        e = explain(g, source=source, detail=detail)
         steps.extend(e.steps)
         lines.append(f"gradient with respect to inputs[{k}]:")
         lines.extend("  " + line for line in e.splitlines())

@@ -70,7 +70,10 @@ def add_train_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seeds the weights, the data and the augmentation (default 0)")
     p.add_argument("--log-every", type=_positive_int, default=10, metavar="N",
                    help="read the loss from the device every N steps (default 10)")
-    p.add_argument("--explain", action="store_true", help="print lt.explain of the planned step (after the warm-up)")
+    p.add_argument("--explain", action="store_true",
+                   help="print lt.explain of the planned step (after the warm-up): its steps by kind, memory, graphs")
+    p.add_argument("--explain-detail", action="store_true",
+                   help="print lt.explain of the planned step with each of its steps (implies --explain)")
     return p
 
 
@@ -163,8 +166,8 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
                 bar.update(args.batch)
                 if i == warmup:
                     warmup_s = time.perf_counter() - start
-                    if args.explain:
-                        print_fn(explain(step, source=False))
+                    if args.explain or args.explain_detail:
+                        print_fn(explain(step, source=False, detail=True if args.explain_detail else None))
                     start = time.perf_counter()
         except KeyboardInterrupt:     # lt.train_step ends the step it is in first: the weights are whole
             if done == 0:

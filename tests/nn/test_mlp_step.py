@@ -88,7 +88,7 @@ def test_an_expression_several_heavy_steps_read_is_evaluated_once():
         h = lt.relu(layer(h))
     loss = lt.cross_entropy(layers[-1](h), tl)
     grads = lt.grad(loss, [p for layer in layers for p in layer.parameters()])
-    text = str(lt.explain(list(grads), source=False))
+    text = str(lt.explain(list(grads), source=False, detail=True))
     steps = [line for line in text.splitlines() if line.startswith("[")]
     elementwise = [s for s in steps if "FusedElementwise on" in s]
     assert sum("187 elements" in s for s in elementwise) == 2, text       # h1, and dz1
@@ -153,7 +153,7 @@ def test_weight_gradients_shared_by_two_results_are_computed_transposed():
         h = lt.relu(layer(h))
     grads = lt.grad(lt.cross_entropy(layers[-1](h), tl), params)
     pairs = [(lt.empty(g.shape), g) for g in grads] + [(p, p - 0.1 * g) for p, g in zip(params, grads)]
-    text = str(lt.explain(pairs, source=False))
+    text = str(lt.explain(pairs, source=False, detail=True))
     assert text.count("Matmul on cpu") == 8 and text.count("computed transposed, as it is read") == 3, text
     want = [p.numpy() - 0.1 * g.numpy() for p, g in zip(params, lt.evaluate(*grads))]
     lt.assign(pairs)

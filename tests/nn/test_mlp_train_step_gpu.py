@@ -47,7 +47,7 @@ def test_train_step_equals_the_plain_loop_and_is_one_graph(dtype):
     assert recorded[-1] < recorded[0]
     for a, b in zip(recorded_model.parameters(), model.parameters()):
         np.testing.assert_allclose(a.numpy().astype(np.float64), b.numpy().astype(np.float64), rtol=rtol, atol=rtol)
-    text = lt.explain(step, source=False)
+    text = lt.explain(step, source=False, detail=True)
     assert "the whole step is ONE graph of" in text, text[-3000:]
     chosen = text.count("RELU_BIAS epilogue") + text.count("no cuBLASLt epilogue for relu(a @ b + bias)")
     assert chosen == 2, text

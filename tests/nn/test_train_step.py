@@ -133,7 +133,7 @@ def test_explain_shows_the_planned_step():
     step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
     assert "not planned yet" in lt.explain(step)
     step(*batches(1)[0])
-    text = lt.explain(step, source=False)
+    text = lt.explain(step, source=False, detail=True)
     assert "one simultaneous assignment" in text and "arena" in text and "peak" in text
     assert "no CUDA graph: the cpu backend has none" in text
     assert len(text.steps) == len(step.last.plan.steps)

@@ -37,7 +37,7 @@ def test_the_whole_step_is_one_graph_launch_on_replay(torch_fp32):
     # host, which no graph captures. The first layer (C=3) and the classifier (K=10) run on cuDNN
     # over zero-padded channels (lazytensor.plan.conv.channel_padding).
     *_, step = train_both("all_conv", "cuda", amp=True, steps=4)
-    text = lt.explain(step, source=False)
+    text = lt.explain(step, source=False, detail=True)
     assert "the whole step is ONE graph of" in text, text[-2000:]
     assert "on the host" not in text, text
     # the two forwards and wgrads, the classifier's dgrad (none for the first layer: x is data)

@@ -90,7 +90,7 @@ def test_a_relu_evaluated_once_still_gives_the_fused_backward_its_mask(monkeypat
     rng = np.random.default_rng(3)
     data = [(rng.standard_normal((4, 8, 8, 3)).astype(np.float32), rng.integers(0, 5, 4)) for _ in range(3)]
     step, model, losses = _losses(data)
-    text = str(lt.explain(step, source=False))
+    text = str(lt.explain(step, source=False, detail=True))
     assert ONCE in text
     assert "backward: 8 of 8 Conv-BN blocks take the fused CBR backward" in text
     _, reference, want = _losses(data, monkeypatch)

@@ -78,6 +78,15 @@ def test_a_few_steps_on_cifar_with_augmentation(tmp_path, capsys):
     assert "test accuracy: " in out and "% (CIFAR-10's test_batch, eval mode)" in out
 
 
+def test_explain_prints_the_steps_by_kind_and_explain_detail_each_step(capsys):
+    assert main(SMALL + ["--batch", "2", "--steps", "1", "--explain"]) == 0
+    summary = capsys.readouterr().out
+    assert "train_step: Sequential" in summary and "steps by kind (" in summary and "\n[1] " not in summary
+    assert main(SMALL + ["--batch", "2", "--steps", "1", "--explain-detail"]) == 0
+    full = capsys.readouterr().out
+    assert "train_step: Sequential" in full and "\n[1] " in full and "steps by kind" not in full
+
+
 def test_the_report_holds_the_losses_read():
     from lazytensor.train.command import run_train
     import argparse

@@ -129,7 +129,7 @@ def test_replays_equal_a_recording_call_bit_for_bit():
 
 def test_float64_blocks_take_the_per_op_rules_and_explain_says_why():
     step, _, _ = _train(batches(1, dtype=np.float64), dtype=np.float64)
-    text = str(lt.explain(step, source=False))
+    text = str(lt.explain(step, source=False, detail=True))
     assert "backward: 0 of 4 Conv-BN blocks take the fused CBR backward" in text
     assert text.count("the activations are float64") == 4
 

@@ -37,7 +37,7 @@ def _train(data, monkeypatch=None):
 def test_every_block_takes_the_fused_backward_and_matches_the_per_op_path(monkeypatch):
     data = _data(4, seed=1)
     step, model, losses = _train(data)
-    text = str(lt.explain(step, source=False))
+    text = str(lt.explain(step, source=False, detail=True))
     assert "backward: 4 of 4 Conv-BN blocks take the fused CBR backward" in text
     assert text.count("the 1-bit ReLU mask the backward of this plan reads") == 3
     _, reference, want = _train(data, monkeypatch)

@@ -202,7 +202,7 @@ def test_training_steps_with_the_epilogue_equal_the_plain_plan(emulated_epilogue
         model = _mlp(4, np.float32)
         step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
         losses = [float(step(lt.asarray(x), lt.asarray(y)).numpy()) for x, y in data]
-        text = lt.explain(step, source=False)
+        text = lt.explain(step, source=False, detail=True)
         results[mode] = losses, [p.numpy() for p in model.parameters()], text
     on, off = results["on"], results["off"]
     assert on[2].count("RELU_BIAS epilogue") == 2, on[2]
