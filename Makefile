@@ -27,6 +27,7 @@ demo: $(VENV)/.installed-base
 	$(PY) -m lazytensor demo
 
 test: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not slow"    # long hunts: pytest -m slow
 
 bench: $(VENV)/.installed-test

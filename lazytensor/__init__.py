@@ -102,8 +102,8 @@ __all__ = [
     "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
     "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
     "cumulative_prod", "random",
-    # training
-    "train_step", "TrainStep",
+    # modules, optimizers and training
+    "nn", "optim", "train_step", "TrainStep",
     # the Array API's functions NumPy also has
     "matrix_transpose", "tensordot", "vecdot", "count_nonzero", "searchsorted", "unique_all", "unique_counts",
     "unique_inverse", "unique_values", "diff", "broadcast_arrays", "meshgrid", "unstack", "tril", "triu",

@@ -24,8 +24,7 @@ from lazytensor.kernels.cuda.compile import CubinCompiler
 from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_converters
 from lazytensor.kernels.cuda.layout import CONTIGUOUS, LaunchGeometry, flat_geometry, plan_launch
 from lazytensor.kernels.cuda.raw_launch import RawLaunch
-from lazytensor.kernels.program import ElementwiseProgram
-from lazytensor.kernels.cuda.render_cuda import CudaSource, render_cuda
+from lazytensor.kernels.cuda.render_cuda import render_cuda
 
 _F16 = np.dtype(np.float16)
 _MAX_LAUNCH_PLANS = 4096      # distinct (program, size/shape) plans kept before the table is reset

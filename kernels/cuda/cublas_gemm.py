@@ -26,8 +26,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lazytensor.kernels import launch_log
-
 OP_N, OP_T = 0, 1
 _DATA_TYPE = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.float64): 1}    # cudaDataType
 _COMPUTE_32F, _COMPUTE_64F = 68, 70                 # cublasComputeType_t

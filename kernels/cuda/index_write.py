@@ -46,7 +46,7 @@ def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, inp
         body.append(f"    const long long in{k}_o = {' + '.join(terms) or '0'};")
     body.append("    const long long out_o = " + " + ".join(["r_ * out_s0"] + [f"i{d} * out_s{d}" for d in range(1, nd)]) + ";")
     body += ["    " + line for line in body_lines(program, lambda k: register_value(
-        f"out[out_o]" if k in from_out else f"in{k}[in{k}_o]", in_dtypes[k]))]
+        "out[out_o]" if k in from_out else f"in{k}[in{k}_o]", in_dtypes[k]))]
     body += [f"    out[out_o] = {_stored(program)};", "}"]
     signature = ",\n        ".join(params)
     kernel = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) LT_SCATTER(\n        {signature})',

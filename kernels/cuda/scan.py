@@ -140,13 +140,11 @@ def run_scan(backend, program, spec: Scan, out, inputs, scalars) -> None:
     kernel, (cache, seconds) = scan_kernel(backend, program, spec, inputs)
     device = out.data.device_id
     function = backend._function(kernel, device)
-    nd = len(spec.shape)
     masks = layout_of(spec.shape, [a.shape for a in inputs], False).masks
     args = [out, *inputs]
     args += [conv(v) for conv, v in zip(scalar_converters(program), scalars)]
     args += [np.int64(rows)] + [np.int64(d) for d in spec.shape] + [np.int64(s) for s in _strides(out)]
     for a, mask in zip(inputs, masks):
-        off = nd - len(mask)
         st = _strides(a)
         args += [np.int64(st[d]) for d, varies in enumerate(mask) if varies]
     function(((rows + BLOCK - 1) // BLOCK,), (BLOCK,), args)

@@ -25,7 +25,7 @@ uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float32, float64 = _np.float32, _np.float64
 e, inf, nan, newaxis, pi = _lt.e, _lt.inf, _lt.nan, _lt.newaxis, _lt.pi
 can_cast = _np.can_cast
-from lazytensor.array_api.dtype_info import finfo, iinfo  # noqa: E402
+from lazytensor.array_api.dtype_info import finfo as finfo, iinfo as iinfo  # noqa: E402
 
 
 def result_type(*arrays_and_dtypes):
@@ -64,7 +64,7 @@ def _binary(op):
 
 add, subtract, multiply, divide = (_binary(o) for o in ("add", "subtract", "multiply", "true_divide"))
 remainder, pow = (_binary(o) for o in ("remainder", "power"))  # noqa: A001
-from lazytensor.array_api.special_cases import floor_divide  # noqa: E402
+from lazytensor.array_api.special_cases import floor_divide as floor_divide  # noqa: E402
 equal, not_equal, less, less_equal, greater, greater_equal = (
     _binary(o) for o in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
 bitwise_and, bitwise_or, bitwise_xor = (_binary(o) for o in ("bitwise_and", "bitwise_or", "bitwise_xor"))
@@ -123,9 +123,10 @@ from lazytensor import (arange, empty, empty_like, eye, full, full_like, linspac
                         ones_like, zeros, zeros_like)
 
 # -- manipulation, searching, sorting, indexing -----------------------------------------------------
+# max and min are the reductions, re-exported by name: clip's parameters of those names shadow them in clip only.
 from lazytensor import (broadcast_to, expand_dims, flip, moveaxis, repeat, roll, squeeze, stack,  # noqa: E402,F401
                         tile, argmax, argmin, nonzero, where, take, cumulative_sum,
-                        cumulative_prod, all, any, max, min, mean, prod, sum)
+                        cumulative_prod, all, any, max as max, min as min, mean, prod, sum)
 
 
 def concat(arrays, /, *, axis=0):

@@ -24,7 +24,7 @@ from lazytensor.autodiff.origin import as_computed
 from lazytensor.autodiff.patterns import declined, matching_pattern
 from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
 from lazytensor.autodiff.rules_views import sum_to, view_gradient
-from lazytensor.core.expr import Const, Expr, astype
+from lazytensor.core.expr import Const, astype
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.ops.views import broadcast_to

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from lazytensor.core.expr import Const, apply
+from lazytensor.core.expr import Const
 from lazytensor.ops.elementwise import cos, floor, log, sign, sin, where
 
 GRADIENTS: dict[str, Callable] = {}

@@ -150,7 +150,7 @@ def _mlp(table, device, timer, dtype):
     graph = step.last.plan.describe_graph()
     table.notes.append(f"{case}: lt.train_step: {graph}; the same step as the plain loop: losses of 3 steps "
                        f"from the same weights {same_step(device, dtype):.1e} apart (relative)")
-    del step, model, plain, opt
+    step = model = plain = opt = None
     torch = _torch(device)
     if torch is not None:
         tdtype = torch.float16 if dtype == np.float16 else torch.float32

@@ -150,7 +150,7 @@ def _cuda_bandwidth(cupy, time_gpu, nbytes: int = 1 << 30) -> float:
     src = cupy.ones(nbytes // 2, dtype=cupy.float16)
     dst = cupy.empty_like(src)
     seconds = time_gpu(lambda: dst.__setitem__(Ellipsis, src))
-    del src, dst
+    src = dst = None
     return 2 * nbytes / seconds
 
 
@@ -274,7 +274,7 @@ def run_cuda(print_fn=print) -> Table:
             n_el = case.out.data.size
             table.floor(apply_, (2 * case.out_bytes + n_el / 8) / bw, "1 read + 1 write of the output + the mask")
             table.add(apply_, "CuPy copy of the output (read + write)", 2 * case.out_bytes / bw)
-        del case
+        case = None
         lt.release_graphs()                 # the graphs of this shape keep temporaries
         cupy.get_default_memory_pool().free_all_blocks()
 

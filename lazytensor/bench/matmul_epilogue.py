@@ -72,7 +72,7 @@ def _train_steps(table, timer, dtype):
         if mode == "measure":
             text = lt.explain(step, source=False)
             table.notes += [f"{case}: " + line[:330] for line in text.splitlines() if "Matmul" in line]
-        del step, model
+        step = model = None
     set_matmul_epilogue_mode(matmul_epilogue.DEFAULT_MODE)
 
 

@@ -1,14 +1,14 @@
 # What editors and type checkers see of Operand: the IR's attributes (operand.py) and the user
 # methods and operators that lazytensor.array_methods installs on the class at import.
 # tests/core/test_stubs.py keeps the two in step.
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from lazytensor.core.expr import Expr
 from lazytensor.core.tensor import Tensor
 
-_Other = Operand | np.ndarray | np.generic | int | float | bool
+_Other: TypeAlias = Operand | np.ndarray | np.generic | int | float | bool
 
 class Operand:
     # (defined by each kind of operand: Tensor and Expr)

@@ -33,7 +33,7 @@ import numpy as np
 
 from lazytensor.autodiff.reverse import grad
 from lazytensor.core.operand import Operand
-from lazytensor.core.tensor import Tensor, empty
+from lazytensor.core.tensor import empty
 from lazytensor.nn.amp import LossScaler
 from lazytensor.nn.optim import Optimizer
 from lazytensor.nn.step_memory import memory_lines

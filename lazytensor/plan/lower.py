@@ -8,7 +8,7 @@ object used twice is computed once per element, a tensor read twice is one kerne
 """
 from __future__ import annotations
 
-from lazytensor.core.expr import Const, Expr
+from lazytensor.core.expr import Const
 from lazytensor.kernels.program import multi_output_program, program_for
 from lazytensor.core.tensor import Tensor
 

@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from lazytensor.core.expr import Const, Expr
+from lazytensor.core.expr import Const
 from lazytensor.reuse import replay as graph_replay
 from lazytensor.reuse.bounded import make_room
 from lazytensor.core.memory import address, extent, owner, owner_address

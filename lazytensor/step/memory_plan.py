@@ -97,7 +97,7 @@ class MemoryPlan:
         step = None                     # the loop held the last planned step
         # The memory the steps read and write outside the arena: id(allocation) -> bytes.
         self.external = {k: _nbytes(own) for k, own in external.items()}
-        del external
+        external = None
         # The steps in an order that frees memory sooner (lazytensor.step.step_order); lifetimes by it.
         # Kept only where it lowers the peak of live temporaries (a plan whose wgrads already run beside
         # their dgrads gains nothing, and moving other steps may raise it).
@@ -110,7 +110,7 @@ class MemoryPlan:
             order = position = list(range(len(order)))
             up = down = 0
         self.moved, self.sunk = up, down
-        del touches, planned
+        touches = planned = None
         templates = [templates[k] for k in order]
         elementwise = [(position[k], out, inputs) for k, out, inputs in elementwise]
         self.kinds = [kinds[order[span[1]]] for span in spans]     # per temporary: the class of its writer
@@ -137,7 +137,7 @@ class MemoryPlan:
         steps.clear()
         for holder in holders:
             holder.release()
-        del keep
+        keep = None
         backend.free_cached_memory()
         arena = backend.empty((max(size, 1),), np.uint8)
         self.memory = arena

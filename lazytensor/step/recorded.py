@@ -49,7 +49,7 @@ class RecordedAssignment:
             planned = retry_out_of_memory(lambda: plan_several(nodes, self.backend))
         self.memory = MemoryPlan(planned, [n for _, n in nodes], self.outs, self.backend, space)
         self.steps = self.memory.steps
-        del planned, nodes
+        planned = nodes = None
         self.graph = None           # the ReplayStep launching the steps as one CUDA graph, once captured
         self.graph_note = None      # why the steps are not one graph, where they are not
         self.runs = 0

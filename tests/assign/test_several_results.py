@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
-from lazytensor.kernels.ops import DTYPES
 from lazytensor.testing import assert_matches, dags
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,7 +43,7 @@ def test_assign_several_random_dags_one_kernel(dag, data):
     """Destinations of one shape (each expression broadcast to it), some strided: ONE kernel."""
     picks = data.draw(st.lists(st.sampled_from(dag.nodes), min_size=2, max_size=4))
     shape = np.broadcast_shapes(*[n.expected.shape for n in picks])
-    dests, views = [], []
+    dests = []
     for n in picks:
         if shape and data.draw(st.booleans()):          # a strided destination: every other element
             base = lt.zeros(shape[:-1] + (2 * shape[-1],), n.dtype)

@@ -31,7 +31,7 @@ def _values(dtype, n=1000, seed=0):
     """Values with the awkward cases first: NaN, +-inf, -0.0, subnormals, integer extremes."""
     dtype = np.dtype(dtype)
     rng = np.random.default_rng(seed)
-    if dtype == bool:
+    if dtype.kind == "b":
         return rng.integers(0, 2, n).astype(bool)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)

@@ -50,7 +50,7 @@ def test_flat_vector_kernel_with_four_outputs(dtype, n):
     assert geometry.layout.vector > 1 and len(geometry.layout.access) == 1 + len(inputs) + 3
     source = _compile(program, geometry)
     for k in (1, 2, 3):
-        assert f"out{k}_v[lane] = " in source.kernel and f"lt_copy_vector<" in source.kernel
+        assert f"out{k}_v[lane] = " in source.kernel and "lt_copy_vector<" in source.kernel
     assert source.kernel.count("lt_copy_vector<") == len(inputs) + 4
 
 

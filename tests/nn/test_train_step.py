@@ -3,7 +3,6 @@ lt.grad, optimizer.step) bit for bit, later calls build no expression and plan n
 networks learn."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 from lazytensor.core.expr import Expr

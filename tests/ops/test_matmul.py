@@ -37,7 +37,7 @@ def matmul_shapes(draw, max_core=5):
 
 def _array(shape, dtype, rng):
     dtype = np.dtype(dtype)
-    if dtype == bool:
+    if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
         return rng.integers(-4 if dtype.kind == "i" else 0, 5, size=shape).astype(dtype)

@@ -52,7 +52,7 @@ ARG_AXIS_FORMS = [[-1, 2], [None], [0, -3], [1, -2]]
 def _values(dtype, shape, rng):
     dtype = np.dtype(dtype)
     n = int(np.prod(shape))
-    if dtype == bool:
+    if dtype.kind == "b":
         return np.asarray(rng.random(shape) < 0.5)
     if dtype.kind in "iu":
         ii = np.iinfo(dtype)

@@ -46,7 +46,7 @@ def _chain(layers):
     """A backward as the planner emits it: forward f_i makes a_i, the loss makes g_L, dgrads d_i read g_i
     and make g_{i-1}, then wgrads w_i read a_{i-1} and g_i and make dw_i, then updates write the weights
     (fixed). Activations and gradients 10 bytes, dw 1."""
-    steps, names = [], {}
+    names = {}
 
     def alloc(name, size, step):
         names[name] = (len(names), size)

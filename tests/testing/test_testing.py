@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lazytensor as lt
-from lazytensor.core.expr import Const, Expr
+from lazytensor.core.expr import Expr
 from lazytensor.testing import (assert_allclose, assert_array_equal, assert_same_as_numpy, broadcastable_shapes,
                                 expressions, tensors)
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from lazytensor.plan.measured_choice import MeasuredChoices, device_name
 
 EPILOGUE = "cuBLASLt GEMM with its epilogue"

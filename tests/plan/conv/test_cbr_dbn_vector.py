@@ -191,7 +191,7 @@ def test_explain_says_why_the_generic_kernels_run(stand_in, shape, dtype, why):
         steps, got = _plan(e, stand_in)
         names = {type(s).__name__ for s in steps}
         assert not names & {"DbnSumsStep", "DbnDxStep", "DreluStep"}
-        assert f"generic dBN kernels: the vectorized dBN kernels take" in steps[-1].describe(False)
+        assert "generic dBN kernels: the vectorized dBN kernels take" in steps[-1].describe(False)
         assert why in steps[-1].describe(False)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
