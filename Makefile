@@ -2,25 +2,27 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# setuptools says an editable install may be shadowed by same-named folders: ours map on purpose (package-dir)
+PIP    := PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(PY) -m pip
 
 .PHONY: demo test bench clean array-api docs
 
 $(VENV)/.installed-base: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
 	touch $(VENV)/.installed-base $@
 
 $(VENV)/.installed-docs: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[docs]'
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[docs]'
 	touch $(VENV)/.installed-base $@
 
 demo: $(VENV)/.installed-base
