@@ -1,4 +1,4 @@
-"""drelu + dBN as one cuDNN frontend graph (the CBR backward's stage 1 on cuDNN):
+"""drelu + dBN as one cuDNN frontend graph (the CBR backward's stage 1 on cuDNN).
 
 Design: docs/design/cbr-backward.md, section "cbr/cudnn_dbn.py".
 """

@@ -1,5 +1,5 @@
 """CUDA C accumulator types of the reduction kernels (kernels/cuda/render_cuda_reduce.py): one struct per
-reduction kind, each with the same four operations, so the loop skeletons are written once:
+reduction kind, each with the same four operations, so the loop skeletons are written once.
 
 Design: docs/design/cuda-kernels.md, section "kernels/cuda/accumulators.py".
 """

@@ -1,5 +1,5 @@
-"""The dBN stage of the CBR backward (drelu + dBN) as three hand-written CUDA C kernels over float16
-NHWC activations with K a multiple of 8, each thread moving 16 bytes (8 channels) per access:
+"""The dBN stage of the CBR backward (drelu + dBN) as hand-written CUDA C kernels over float16
+NHWC activations with K a multiple of 8, each thread moving 16 bytes (8 channels) per access.
 
 Design: docs/design/cbr-backward.md, section "kernels/cuda/dbn.py".
 """

@@ -1,4 +1,4 @@
-"""The fused CBR backward as backward patterns (lazytensor.autodiff.patterns), in training:
+"""The fused CBR backward as backward patterns (lazytensor.autodiff.patterns), in training.
 
 Design: docs/design/cbr-backward.md, section "lazytensor/autodiff/patterns_cbr.py".
 """
