@@ -1,7 +1,7 @@
 """KernelCache: compiled kernels by structural key, in memory, built once even under threads; and the
 rules every disk cache of lazytensor follows.
 
-Design: docs/design/kernels.md, section "kernels/cache.py".
+Design: docs/design/caches.md, section "kernels/cache.py".
 """
 from __future__ import annotations
 

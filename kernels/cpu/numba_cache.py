@@ -1,6 +1,6 @@
 """numba's disk cache, made to follow lazytensor's cache rules (kernels/cache.py).
 
-Design: docs/design/kernels.md, section "kernels/cpu/numba_cache.py".
+Design: docs/design/caches.md, section "kernels/cpu/numba_cache.py".
 """
 from __future__ import annotations
 
