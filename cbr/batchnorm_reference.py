@@ -1,15 +1,7 @@
 """Training-mode batch normalisation over the channel (last) axis, in float64: the oracle, and the
 finalize step that turns per-channel sums into the affine map the apply kernel uses.
 
-Semantics (cuDNN's, which PyTorch shares):
-    mean       = sum(x) / n                      over every axis but the last (n = N*H*W)
-    var        = sum(x*x) / n - mean^2           biased: this one normalises
-    inv_std    = 1 / sqrt(var + eps)             saved for the backward pass as saved_inv_var
-    y          = (x - mean) * inv_std * gamma + beta  =  x * eq_scale + eq_bias
-    eq_scale   = gamma * inv_std,   eq_bias = beta - gamma * mean * inv_std
-    running_mean = (1 - momentum) * running_mean + momentum * mean
-    running_var  = (1 - momentum) * running_var  + momentum * var * n / (n - 1)   (unbiased)
-`momentum` is the weight of the new batch, as in PyTorch's BatchNorm and cuDNN's exponentialAverageFactor.
+Design: docs/design/cbr.md, section "cbr/batchnorm_reference.py".
 """
 
 from __future__ import annotations

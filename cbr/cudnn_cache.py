@@ -1,16 +1,6 @@
 """Built cuDNN graphs with their chosen plan and workspace, one per (graph kind, conv shape, device).
 
-The first call of a shape pays for the graph, the plan choice and the workspace; every later call
-is a dictionary lookup and one `execute_plan_at_index` on CuPy's current stream, with no rebuild
-and no host synchronisation. A graph cuDNN rejected is remembered too, so the fallback decision
-is not paid for twice.
-
-Plan choice, in order: the experience table of this (GPU, cuDNN) if it lists the shape (its winner,
-else backup1, else backup2, else cuDNN's first buildable plan, without timing; an entry that cannot
-be read is reported once and the plan comes from cuDNN's heuristics); else, when tuning is on (LAZYTENSOR_CBR_TUNE, default 1), the fastest of the first
-LAZYTENSOR_CBR_TUNE_CANDIDATES (default 4) buildable plans, each run LAZYTENSOR_CBR_TUNE_RUNS
-(default 3) times; else cuDNN's first buildable plan. LAZYTENSOR_CBR_TABLES=0 ignores the tables;
-set to a directory it reads the tables there instead of cbr/tables/.
+Design: docs/design/cbr.md, section "cbr/cudnn_cache.py".
 """
 
 from __future__ import annotations

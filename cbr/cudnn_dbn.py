@@ -1,15 +1,6 @@
-"""drelu + dBN as one cuDNN frontend graph (the CBR backward's stage 1 on cuDNN):
+"""drelu + dBN as one cuDNN frontend graph (the CBR backward's stage 1 on cuDNN).
 
-    dym = dy * mask                     g.scale with the mask declared BOOLEAN
-    dx, dgamma, dbeta = batchnorm_backward(dym, y, gamma, mean, inv_var)
-
-dy, y (the conv output) and dx are float16 NHWC (N, P, Q, K); mask is the forward's 1-bit ReLU mask:
-cuDNN's BOOLEAN is bit-packed exactly as lazytensor saves it (np.packbits over the NHWC-flattened
-elements, bitorder="little"; measured on the H200, ../shared/gpu/README.md), so the saved bytes
-are passed as they are. gamma, mean, inv_var, dgamma, dbeta: float32 (K,). dy * mask never leaves
-the graph. The graph depends on the output shape alone; it is cached and planned like the conv
-graphs under the key of the 1x1 conv whose output has that shape (dbn_key), so the experience
-tables and the tuner (python -m lazytensor.cbr.tune --kinds dbn_relu) serve it unchanged.
+Design: docs/design/cbr-backward.md, section "cbr/cudnn_dbn.py".
 """
 
 from __future__ import annotations

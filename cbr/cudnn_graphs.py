@@ -1,20 +1,6 @@
 """The three cuDNN frontend graphs of the CBR path, built and planned for one conv shape.
 
-    conv_genstats         y = conv(x, w);  sum[k], sum_sq[k] over N, P, Q of y   (training, stage 1)
-    conv                  y = conv(x, w)                                          (stage 1 without stats)
-    conv_scale_bias_relu  y = relu(conv(x, w) * eq_scale[k] + eq_bias[k])         (inference, BN folded)
-    conv_dgrad            dx = the gradient of conv(x, w) in x, from dy and w     (backward)
-    conv_wgrad            dw = the gradient of conv(x, w) in w, from x and dy     (backward)
-    dbn_relu              dx, dgamma, dbeta = batchnorm_backward(dy * mask, y, ...) (backward stage 1,
-                          launched by cudnn_dbn.py)
-
-x and w are float16 NHWC / KRSC, y float16 NHWC; the statistics, eq_scale and eq_bias are float32
-(K,) vectors, and the conv accumulates in float32 (the intermediate type), so the statistics and
-the epilogue see the unrounded conv result.
-
-cuDNN describes every tensor with dims in N, C, H, W order; the channels-last layout lives in the
-strides. A built `ConvGraph` has its plan list (heuristic modes A, then FALLBACK) but no plan built:
-choosing the plan is cudnn_plans' job.
+Design: docs/design/cbr.md, section "cbr/cudnn_graphs.py".
 """
 
 from __future__ import annotations

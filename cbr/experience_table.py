@@ -1,28 +1,6 @@
 """Experience tables: the measured best cuDNN plans per conv shape, for one (GPU, cuDNN version).
 
-A tuner run (`python -m lazytensor.cbr.tune`) times the plans of every CBR graph of a model's conv
-shapes and writes a JSON file here, in cbr/tables/. At run time a shape found in the table builds
-its winner, else backup1, else backup2, and only then falls back to cuDNN's heuristics: no timing.
-Plans are named the way cuDNN names them (engine and knobs), which is stable for one cuDNN version;
-the index in cuDNN's ranked list is kept beside the name for reading, not for lookup.
-
-File layout (format 1):
-    {"format": 1, "gpu": "NVIDIA H200", "cudnn_version": 91900, "meta": {...},
-     "shapes": {"<ConvKey.table_key()>": {"<graph kind>": ENTRY, ...}, ...}}
-    ENTRY = {"plan_count": 44, "timed": 8,
-             "winner":  {"name": ..., "index": 3, "median_ms": 0.101, "workspace_bytes": 0},
-             "backup1": {...}, "backup2": {...},
-             "heuristic_choice": {"name": ..., "index": 0, "median_ms": ...},   (the first plan that ran)
-             "workspace_bytes": <winner's>, "times_ms": {plan name: median ms, ...},
-             "failed": {plan name: reason, ...}}
-    or {"rejected": "<why cuDNN would not build this graph>"}
-Files are named <gpu slug>__cudnn<version>[__<model>].json; every file of one (GPU, cuDNN) is merged.
-
-A table is read, never trusted: a file that cannot be read (cut short, not JSON, another format) is
-left out with one ExperienceTableWarning naming it; an entry that cannot be read (a rank without a
-plan name, an entry that is not an object) costs its shape the table's choice, with one warning
-naming the file and the shape, and the plan comes from the next rank, else cuDNN's heuristics
-(cudnn_cache says which was used, and lt.explain shows it).
+Design: docs/design/cbr.md, section "cbr/experience_table.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Measure the cuDNN plans of a model's conv shapes and write the experience table.
 
-    python -m lazytensor.cbr.tune --model resnet50|vgg16 [--batch N] [--out DIR]
-        [--max-plans 8] [--runs 3] [--budget-s SECONDS] [--kinds conv_genstats,conv,conv_scale_bias_relu]
-        (the backward graphs: --kinds conv_dgrad,conv_wgrad,dbn_relu; dbn_relu once per distinct output shape)
-
-For each distinct conv shape of the model and each CBR graph (conv+genstats, conv, inference
-conv+scale+bias+relu) it builds the graph, then builds and times its plans in cuDNN's heuristic
-order (at most --max-plans, 0 for all; a plan whose warm-up is 20x slower than the best so far is
-not repeated), and records the winner, two backups, the winner's workspace and every median time.
-
-Two passes, so that --budget-s (a bound on the whole run) cuts the number of plans timed per graph
-rather than the shapes: the first pass times the first FIRST_PASS_PLANS plans of every graph, the
-second goes round the graphs adding one plan to each until every graph has its --max-plans or the
-budget is spent. The table is saved after the first pass and after every round, so an interrupted
-run keeps what it measured. It prints one line per graph and a summary.
+Design: docs/design/cbr.md, section "cbr/tune.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """KernelCache: compiled kernels by structural key, in memory, built once even under threads; and the
 rules every disk cache of lazytensor follows.
 
-The disk half belongs to each backend's compiler (numba's cache files next to the generated module
-for the CPU, cubins for CUDA, kernels/cpu/numba_cache.py and cuda_compile.py); `cache_dir` says where
-they live. Every entry on disk obeys three rules, here:
-  - it is written under a temporary name and renamed into place (`write_atomically`), so a process
-    killed mid-write, or two processes writing the same entry, never leave half an entry;
-  - a damaged entry (cut short, emptied, overwritten) is detected when read (a checksum, `seal`),
-    reported by ONE CacheWarning naming the file, deleted, and rebuilt: never a crash, never a
-    wrong value;
-  - a folder that cannot be used (a file, read-only, a full disk) is reported by one CacheWarning
-    saying why and how to fix it, and the process runs on without the disk cache.
+Design: docs/design/caches.md, section "kernels/cache.py".
 """
 from __future__ import annotations
 

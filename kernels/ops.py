@@ -1,16 +1,7 @@
 """The table of elementwise ops: one row per op feeds the frontend (dtype rules), both code
 generators (CUDA C and numba snippets) and the tests (the NumPy reference).
 
-Snippets are format strings over the operands `{0} {1} {2}`, the C type of the op's loop dtype `{T}`,
-its unsigned twin `{U}` and the loop dtype's width in bits `{N}` (the register of an 8- or 16-bit
-integer is wider than its dtype, so shifts and float16's nextafter need the dtype's own width). A snippet is chosen by the kinds of the loop dtypes of the operands
-('b' bool, 'i' signed, 'u' unsigned, 'f' float): first the joined kinds of all operands (for
-mixed-signedness comparisons, 'iu'), then the first operand's kind, then '*'; a key with the loop
-dtype's width after the kind ('f32') comes before all of them, for a snippet of one width only.
-
-Values of float16 ops live in float registers, so 'f' snippets serve float16, float32 and float64 alike.
-Helper functions named in snippets (lt_floordiv, ...) come from the prelude of each language:
-kernels/cuda/prelude.py and kernels/cpu/numba_prelude.py.
+Design: docs/design/kernels.md, section "kernels/ops.py".
 """
 from __future__ import annotations
 

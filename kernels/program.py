@@ -1,21 +1,6 @@
 """The kernel IR: an elementwise cluster flattened to straight-line SSA code.
 
-This is all a code generator sees. The frontend lowers an expression DAG to it (shared
-subexpressions become one value), and it doubles as the structural part of the cache key: it
-holds op names, dtypes and operand numbering, never the values of scalars or the arrays.
-
-Value ids number the instructions. An instruction is a plain tuple, so programs hash fast:
-    ("load", dtype, input_index)      read the kernel's array operand at the current element
-    ("scalar", dtype, scalar_index)   a scalar kernel argument, converted to dtype
-    ("astype", dtype, value)          convert a value to dtype (NumPy's casting)
-    (op_name, dtype, value, ...)      an op of kernels.ops.OPS; operands already in its loop dtypes
-
-A program stores its last value into `out`, or, with `outputs`, several values into several arrays
-of the same shape (the iteration space): out, out1, out2, ... (kernel arguments `out`, the inputs,
-then `out1`, `out2`, ...). The renderers emit every load of an element before its stores, but a
-compiler may move a load after a store that does not depend on it (numba's parallel loops assume
-the arrays do not overlap): an output may overwrite only inputs its own value reads at the same
-index, and the planner (lazytensor.plan.several) gives any other overlap a temporary.
+Design: docs/design/kernels.md, section "kernels/program.py".
 """
 from __future__ import annotations
 

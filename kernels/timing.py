@@ -1,15 +1,6 @@
 """How lazytensor measures time: host time of a call, and GPU time from CUDA events.
 
-time_host      median host seconds per call (the demo, the CPU benchmarks)
-burst_ms       median GPU milliseconds per call over bursts of back-to-back calls on CuPy's current
-               stream: each call's host work (building an expression, planning, launching) overlaps
-               the previous call's kernels, as in a real loop, so a time includes the host cost only
-               when the host, not the GPU, is the bottleneck. The benchmarks time every peer so, and
-               the measured plan choices (CBR stage 1, dBN, streams, GEMM epilogues) compare so.
-time_launches  milliseconds of each of consecutive launches bracketed by events with no wait between
-               them (cuDNN plan tuning); the host waits once per measurement, so at tuning time only.
-
-CuPy is imported when a GPU time is first asked for, so this module imports on any machine.
+Design: docs/design/kernels.md, section "kernels/timing.py".
 """
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
 """float16 matmul on the CPU with NumPy's numbers, fast.
 
-NumPy has no BLAS for float16: its loop converts each pair of operands to float32, adds their
-product to a float32 sum in order of k (from +0.0), and rounds the sum to float16 once. That loop
-runs at about 0.2 G multiply-adds per second (a 512x4096 @ 4096x4096 product takes about two
-minutes). This kernel keeps NumPy's arithmetic exactly, so its results are NumPy's bit for bit:
-  - the product of two float16 values is exact in float32 (11 + 11 significant bits < 24), so a
-    fused multiply-add rounds as the multiply-then-add does;
-  - every output element sums its k products in NumPy's order, one float32 rounding per add;
-and goes fast by walking a block of rows of `a` against each row of `b` (the inner loop runs along
-the output's columns, vectorized, with no reordering within any one element's sum) and by running the
-row blocks in parallel. A float32 BLAS product rounded to float16 would differ from NumPy's in the
-last bit in about 0.5% of the elements of a long product (its sums are blocked): that is why BLAS is
-not used.
-
-Used from FLOAT16_KERNEL_MIN_WORK multiply-adds (kernels/matmul.py), where NumPy's loop takes about
-1.3 s, more than this kernel's first compile (about 2 s once, then cached on disk). Knows arrays only.
-NaN results are NaN where NumPy's are; their sign bit may differ (NumPy's float16 loop does not
-define it either: it depends on which NaN operand x86 propagates).
+Design: docs/design/kernels.md, section "kernels/cpu/matmul_f16.py".
 """
 from __future__ import annotations
 

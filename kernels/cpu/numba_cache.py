@@ -1,17 +1,6 @@
 """numba's disk cache, made to follow lazytensor's cache rules (kernels/cache.py).
 
-numba keeps each cached function as an index file (`.nbi`: signature -> data file) and one data file
-per compiled signature (`.nbc`), both pickles. numba itself trusts them: an index or data file cut
-short (a process killed while writing, a full disk), emptied or overwritten makes every later call
-of that function fail with UnpicklingError, EOFError or ValueError until someone deletes the files.
-`checked(dispatcher)` gives a dispatcher a cache that reads and writes the same kind of files, with:
-  - a checksum on every file (kernels/cache.seal): a damaged file is reported by one CacheWarning
-    naming it, deleted, and the function compiled afresh and saved again;
-  - the signature's key inside each data file, checked on load: two processes that compiled
-    different signatures of one function at the same moment can each name a data file the other
-    overwrote; the mismatch is a miss, never another signature's machine code;
-  - a folder it cannot write (read-only, a full disk) reported once, then no disk cache.
-The files are named `<function>.lt.nbi` and `<function>.lt.<n>.nbc`, apart from numba's own.
+Design: docs/design/caches.md, section "kernels/cpu/numba_cache.py".
 """
 from __future__ import annotations
 

@@ -2,24 +2,7 @@
 computes a block of results into small buffers on the stack (lt_block_buffer), then copies each buffer
 to its destination with these stores (lt_stream_copy).
 
-Why: an ordinary store to a line that is not in the cache first reads the line from memory (write
-allocate), so a kernel writing 4 arrays it does not read moves 4 reads + 4 allocating reads + 4
-writes. The gradients of sum(tanh(a*b+c)*d) ran at 1.5x the 4 reads + 4 writes floor, which is
-exactly that ratio; np.copyto, whose bandwidth the floor is measured with, is glibc's memcpy, which
-switches to streaming stores above a fraction of the last-level cache. numba has no such store, and
-LLVM's loop vectorizer widens a non-temporal scalar store only when its alignment allows the wide
-one: hence the copy is written here as explicit 32-byte vectors, whose alignment the launcher
-guarantees (kernels/cpu/stream_stores.py), and the computing loop keeps its ordinary, vectorized stores
-into an L1-resident buffer. The stores stay out of the computing loop itself: written there (a scalar
-store with `!nontemporal` and `align 32`, which the vectorizer then widens), the gradients of
-sum(tanh(a*b+c)*d) ran 8x slower here, their loads stalled behind the streaming stores (docs/design/cpu-transcendentals.md).
-
-The buffers are stack memory (an alloca), which LLVM knows aliases none of the kernel's arguments:
-numba's heap arrays (np.empty) made every block's loop check at run time, 4 buffers against 4 inputs,
-that they do not overlap.
-
-Streaming stores are weakly ordered: each thread ends its share with a fence (lt_store_fence) before
-the parallel region's join publishes the results.
+Design: docs/design/cpu-transcendentals.md, section "kernels/cpu/numba_stream.py".
 """
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
 """float32 transcendental functions that LLVM vectorizes, as source text for generated numba kernels.
 
-numba lowers np.tanh / np.exp / ... on float32 to one libm call per element (this llvmlite has no
-SVML, so LLVM's loop vectorizer cannot widen them): a fused gradient kernel holding one tanh ran
-12x slower than the same kernel without it, and 10x slower than NumPy's SIMD np.tanh. The functions
-here are branch-free float32 arithmetic (polynomials, a division, selects, exponent bits put in place
-with numba's scalar .view), so a kernel loop calling them runs 8 elements per AVX2 instruction.
-They may contract a * b + c into one FMA (fastmath={"contract"}, their own operations only: the
-kernel around them keeps exact NumPy rounding), 25% faster where the CPU has FMA; they are plain
-numba functions, which LLVM inlines into the kernel loop (numba's inline="always" would lower
-them under the kernel's flags instead).
-
-Each helper is written into the generated module that calls it (kernels/cpu/render_numba.py,
-`module_header`), not imported from the prelude: a kernel's name hashes its source, so a change here
-renames exactly the kernels using the changed helper, and numba's disk cache is never served stale.
-The helpers are float32-only (one numba type per helper: the prelude found an inlined helper called
-with two loop dtypes in one kernel lowered with the other call's types); float16 loops, whose values
-live in float32 registers, use them too; float64 loops keep libm.
-
-Accuracy, against the float64 function rounded to float32 (tests/kernels/test_numba_vector_math.py checks a
-dense sample of every float32 bit pattern): tanh, exp and log within 1 ulp, sigmoid within 2; NumPy's
-own float32 loops are 1 (tanh), 2 (exp) and 4 (log) ulps off the same reference. Signed zeros,
-infinities, NaN (kept as it came) and subnormals give NumPy's values.
+Design: docs/design/cpu-transcendentals.md, section "kernels/cpu/numba_vector_math.py".
 """
 from __future__ import annotations
 

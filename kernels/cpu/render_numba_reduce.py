@@ -1,15 +1,6 @@
 """Render a fused reduction (an ElementwiseProgram feeding a Reduction) to a numba module.
 
-Two loop shapes, chosen by where the reduced axes lie:
-- "rows": the last axis is reduced (row sums, argmax along an axis). prange over the kept
-  elements; each reduces its own elements in a fixed order, the innermost axis in a block of its
-  own (two-level summation).
-- "chunks": a kept axis is innermost, or everything is reduced. The first reduced axis is cut into a
-  fixed number of chunks (not the thread count, so results never depend on it); prange over chunks,
-  each accumulating partial results for every kept element while reading memory in order; then a
-  second function combines the chunks in order.
-Accumulators per kind: sum/prod/mean, max/min (NaN propagates), any/all, argmax/argmin (first
-occurrence; first NaN wins), var/std by Welford's update and Chan's combination (one pass).
+Design: docs/design/kernels.md, section "kernels/cpu/render_numba_reduce.py".
 """
 from __future__ import annotations
 

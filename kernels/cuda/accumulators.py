@@ -1,17 +1,7 @@
 """CUDA C accumulator types of the reduction kernels (kernels/cuda/render_cuda_reduce.py): one struct per
-reduction kind, each with the same four operations, so the loop skeletons are written once:
+reduction kind, each with the same four operations, so the loop skeletons are written once.
 
-    init()                 the identity
-    push(x, index)         fold in one value (index: its position along the reduced axes, for arg*)
-    merge(other)           fold in another partial state
-    shfl_down(off, width)  the state of the lane `off` above, through warp shuffles
-
-Semantics are those of kernels/cpu/render_numba_reduce.py: max/min propagate NaN; argmax/argmin give the
-first occurrence, the first NaN winning; moments use Welford's update and Chan's combination.
-Partial states are merged in a different order than the CPU's, so `merge` of argmax/argmin breaks
-ties by the smaller index: the result is then the first occurrence whatever the merge order.
-Integer sums and products wrap (NumPy's modular result) in unsigned arithmetic: signed overflow
-would be undefined behaviour in C.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/accumulators.py".
 """
 
 ACCUMULATORS = r"""

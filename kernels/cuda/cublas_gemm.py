@@ -1,23 +1,6 @@
 """cuBLAS GEMM without allocation, so that a plan's matmul can be captured into a CUDA graph.
 
-cupy.matmul may allocate inside the call (a contiguous copy of an operand it cannot pass, the
-result of a vector product), which a captured graph would not own. Here the cases a plan holds
-are passed to cuBLAS as they are: 2-D or batched operands, each row-major or a transposed view of
-one (passed as cuBLAS's op flag, never copied), batch axes that flatten to one stride or are
-broadcast (stride 0), and a result that is row-major or a transposed view (then the product is
-computed transposed: (A @ B).T = B.T @ A.T). float16 operands accumulate in float32
-(CUBLAS_COMPUTE_32F, as cupy.matmul and PyTorch do), float32 in float32 (no TF32), float64 in
-float64. Anything else (`gemm_arguments` says why) stays with cupy.matmul.
-
-cuBLAS is column-major: the row-major result C (m x n) is, to it, the column-major n x m matrix
-C^T = B^T A^T; a row-major operand is its own transpose in column-major order (op N), a transposed
-view of a row-major matrix is the matrix itself (op T).
-
-The calls go through a cuBLAS handle of lazytensor's own per device, called through ctypes (some
-CuPy versions refuse their cuBLAS wrappers during stream capture), with a workspace of its own set
-on every call after the stream (cublasSetStream resets it): cuBLAS then takes no memory during a
-call, and graphs captured with it use that workspace, which lives as long as the process (the
-handle is never given back). CuPy's own handle and its settings are left alone.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/cublas_gemm.py".
 """
 from __future__ import annotations
 

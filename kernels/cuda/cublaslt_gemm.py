@@ -1,20 +1,6 @@
 """cuBLASLt GEMM with an epilogue: `relu(a @ b + bias)` (or `a @ b + bias`) written by the GEMM itself.
 
-A Linear layer's forward `relu(x @ w.T + b)` is otherwise a GEMM writing `x @ w.T` and a fused kernel
-reading it back with the bias and writing the activation: one round trip of the (batch, features)
-result through memory. cuBLASLt adds the bias and applies the ReLU in the GEMM's epilogue
-(CUBLASLT_EPILOGUE_RELU_BIAS / _BIAS), so the activation is written once and nothing reads the
-product back. Whether that is faster than the fused next kernel is measured per shape by the planner
-(lazytensor.plan.heavy.matmul_epilogue); this module only runs it.
-
-The arguments are kernels/cuda/cublas_gemm.py's (GemmArguments: column-major, the row-major result
-computed as C^T = B^T A^T), 2-D only, and only a row-major result: cuBLASLt's bias runs along the
-rows of its column-major D, which are the columns (features) of our row-major result. The bias is
-added in the compute type (float32 for float16 data) before the one rounding to the result's dtype.
-Compute types are cublas_gemm's: float32 accumulation for float16 and float32 (no TF32), float64 for
-float64. The algorithm is cuBLASLt's first heuristic choice for the shapes, layouts, epilogue and
-alignments, asked once and kept; the workspace is cublas_gemm's (one stream: calls never overlap), so
-a call takes no memory and can be captured into a CUDA graph.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/cublaslt_gemm.py".
 """
 from __future__ import annotations
 

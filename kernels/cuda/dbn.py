@@ -1,32 +1,7 @@
-"""The dBN stage of the CBR backward (drelu + dBN) as three hand-written CUDA C kernels over float16
-NHWC activations with K a multiple of 8, each thread moving 16 bytes (8 channels) per access:
+"""The dBN stage of the CBR backward (drelu + dBN) as hand-written CUDA C kernels over float16
+NHWC activations with K a multiple of 8, each thread moving 16 bytes (8 channels) per access.
 
-  lt_dbn_sums    per block, partial per-channel sums of dY' and dY' * (x - mean) over a grid-stride
-                 loop of rows, reduced through shared memory: partial[block, lane, channel] (float32);
-                 in the residual form it also writes d(skip) = dY' from the dY and mask it just read;
-  lt_dbn_finish  the partials summed per channel in float64 in a fixed order (deterministic: no
-                 atomics), lane 1 scaled by inv_var: sums[channel, lane] = [sum dY', sum dY' * x_hat];
-  lt_dbn_dx      d(conv_out) = A * dY' + B + C * (x - mean), with A = gamma * inv_var,
-                 B = -A * sum_dy / n, C = -A * inv_var * sum_dyxhat / n computed once per thread for
-                 its 8 channels (registers), so each element costs one subtraction and two FMAs;
-  lt_dbn_drelu   d(skip) = dY' alone (the residual form where the sums are not planned with it), 16 bytes
-                 at a time, selecting bits, no arithmetic.
-
-dY' = dY where the forward's ReLU passed, else +0 (a select, not a product: an inf or NaN in dY
-behind a closed ReLU gives 0, as relu's gradient); the no-ReLU variant reads no mask. The mask is
-the forward's (np.packbits over the NHWC-flattened elements, bitorder="little"): element e is bit
-e % 8 of byte e // 8, so with K a multiple of 8 the 8 channels v*8 .. v*8+7 of row r are the bits
-of byte r * (K/8) + v, the same index as their 16-byte vector.
-
-Thread layout (dbn_geometry): a block is TX x TY threads, TX vector columns (8 channels each) by
-TY rows; blockIdx.y picks a chunk of TX columns, blockIdx.x a row offset, and each thread keeps its
-column while it strides over rows, so its per-channel values stay in registers. lt_dbn_dx walks the
-rows in the opposite order to lt_dbn_sums: the rows the sums read last are still in L2 when dx
-starts (the whole of dY, x and the mask fits in the H200's L2 for the 14x14x256 shape).
-
-Knows arrays only (CuPy's); compiled like the other kernels (NVRTC to cubin with render_cuda's
-options, disk cache: kernels/cuda/compile.py) and launched on CuPy's current stream: no host
-synchronization, so CUDA-graph capture takes them.
+Design: docs/design/cbr-backward.md, section "kernels/cuda/dbn.py".
 """
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
 """How a CUDA elementwise kernel indexes its operands, planned on the host from shapes, strides and
 addresses alone (no CuPy here, so CI can render every kernel the GPU would run).
 
-1. Collapse: drop dimensions of extent 1 and merge neighbours that are contiguous for every operand
-   (the destination included), so a broadcast (N, C) expression keeps two dimensions and a fully
-   contiguous one keeps one.
-2. Classify each operand: CONTIGUOUS (its element offset is the flat index) or, per collapsed
-   dimension, a stride class: 0 (broadcast), 1, or RUNTIME (a kernel argument). The classes are part
-   of the kernel's structure; extents and runtime strides are arguments, so one kernel serves every
-   shape with the same pattern.
-3. Vector width: when every operand is contiguous or has stride 0 or 1 in the innermost dimension,
-   the innermost extent is a multiple of the width, and all vector-read operands start 16-byte
-   aligned, each thread moves `vector` elements per operand with 16-byte loads and stores. Otherwise
-   the kernel is scalar, and `notes` say why (explain prints them).
-4. Per-channel rows: a 2-D vector layout whose inputs are each contiguous or constant along the rows
-   (access (0, 1) or (0, 0): per-channel vectors of an (N, C) tensor) gets the row loop. Each thread
-   keeps one chunk of `vector` channels: the grid-stride step is a multiple of the chunks in a row, so
-   the per-channel values are read into registers once per thread, not once per element, and the
-   loop has no modulo; `rows` steps per iteration issue their loads together.
-5. Index width: 32-bit when every offset and the grid-stride loop bound fit, 64-bit otherwise.
-6. Grid: one loop step per thread (see MAX_GRID); the row loop, ROW_STEPS steps per thread.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/layout.py".
 """
 from __future__ import annotations
 

@@ -1,25 +1,7 @@
 """2-D pooling over NHWC arrays on CUDA: generated CUDA C kernels, one per (direction, kind, dtype),
-the shapes passed as arguments. Compiled like the elementwise kernels (NVRTC to cubin, disk cache:
-kernels/cuda/compile.py) and launched through CuPy. Knows arrays only; the semantics are those of
-kernels/cpu/pool.py (documented in lazytensor.ops.pooling), one thread per element written:
-  - forward: per output element, a scan of its window;
-  - backward, windows that overlap: per input element, a gather over the windows that hold it (no
-    atomics, so the sums are deterministic); max pooling recomputes each such window's argmax with
-    the forward's scan;
-  - backward, windows that do not overlap (stride >= kernel, as in VGG's and ResNet's 2x2/2 pools):
-    per window, its argmax found once and every cell of the window written (the gradient at the
-    argmax, zeros elsewhere; avg: the share of each cell). Each cell is written by one window at
-    most, and cells no window holds (strides wider than the kernel, trailing rows) are zeroed first.
-    The gather would recompute the window's argmax once per cell: kh * kw scans instead of one.
-  - max pooling's backward, windows that overlap (ResNet's 3x3/2 pool): two kernels, the argmax of
-    each window found once into a 1-byte index within the window (r * kw + s), then the gather per
-    input element comparing its place in each window that holds it with that index. Recomputing
-    the argmax in the gather scanned about (kh * kw)**2 / (sh * sw) cells per element: 6.2 ms for
-    ResNet-50's pool at batch 128 on the H200.
-Each thread owns up to 16 bytes of channels (8 float16), moved by one vector load or store, where
-the channels divide evenly and the arrays are aligned; indices are 32-bit where every array has
-fewer than 2**31 elements (64-bit division and remainder cost several times more instructions than
-the loads they address).
+the shapes passed as arguments; the semantics are those of kernels/cpu/pool.py.
+
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/pool.py".
 """
 from __future__ import annotations
 

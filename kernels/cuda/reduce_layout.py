@@ -1,26 +1,7 @@
 """How a CUDA reduction kernel walks its input, planned on the host from shapes, strides and addresses
 alone (no CuPy here, so CI renders every kernel the GPU would run).
 
-The input shape is split into kept dimensions (they index the output, flat index k < K) and reduced
-ones (flat index r < R, C order, which is also argmax's index). Each operand's element offset is
-koff(k) + roff(r), both from per-dimension stride classes: 0 (broadcast), 1, or RUNTIME (an argument).
-
-1. Collapse: drop extent-1 dimensions and merge neighbours of the same kind (both kept or both
-   reduced) that are contiguous for every operand; (N, H, W, C) reduced over (0, 1, 2) becomes
-   (NHW, C), a full reduction of contiguous data becomes one flat dimension.
-2. Loop shape, by the innermost collapsed dimension:
-   - "rows" (it is reduced): a group of `group` threads (a power of two up to a warp, or the whole
-     block) cooperates on one output, reading along r; with few outputs (a full reduction: K = 1)
-     each output's r range is also dealt out to `chunks` blocks (interleaved, see render_cuda_reduce).
-   - "columns" (it is kept): threads along k, `vector` adjacent outputs each, so a warp reads whole
-     rows; the block's threads split the reduced rows by `row_slots`, and the grid cuts r into chunks.
-   With more than one chunk, every block writes one partial state per output to a scratch array and
-   a second kernel combines the chunks in order; with one chunk the first kernel writes the result.
-3. Vector width: 16-byte loads along the innermost dimension when every operand has stride 0 or 1
-   there, its extent (in rows) is a multiple of the width, and the vector-read operands are aligned;
-   var/meanvar take at most MOMENT_LANES lanes (their state is large), with more loads in flight.
-4. Chunk counts and grids depend on the sizes, the SM count and the kernel's occupancy only, never on
-   timing, so the reduction order, hence every bit of the result, is the same run after run.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/reduce_layout.py".
 """
 from __future__ import annotations
 

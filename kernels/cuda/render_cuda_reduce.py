@@ -2,22 +2,7 @@
 evaluates the program per element and folds the values into accumulator states
 (kernels/cuda/accumulators.py), and a small kernel that combines per-chunk partial states in order.
 
-The element code is render_cuda's (same conversions, float16 rounding, shared values computed once);
-the loop skeleton follows the ReduceLayout (kernels/cuda/reduce_layout.py):
-- rows: a group of threads per output steps along the reduced range, `unroll` vector loads in flight,
-  one accumulator per vector lane; the lanes, then the group (warp shuffles, or shuffles and shared
-  memory across the block) are combined in a fixed tree.
-- columns: each thread owns `vector` adjacent outputs and steps along the reduced rows of its chunk;
-  the block's row slots are then combined in a fixed tree, every lane at once: warp shuffles between
-  the slots of one warp, shared memory between warps. var/meanvar sum deviations from the running
-  mean in runs of MOMENT_RUN rows (lt_moments::fold) instead of a Welford update per value.
-Chunks are interleaved, not contiguous: chunk c of C takes steps c, c + C, c + 2C, ... so that all
-blocks stream through neighbouring memory together rather than as hundreds of far-apart streams (on
-the H200, the per-channel sum of (2**22, 64) float32 took 1.21x the floor with contiguous chunks,
-1.04x interleaved). The assignment is fixed by C, so the order still is.
-With one chunk the main kernel finalizes (mean /count, var /(count - ddof), sqrt for std) and stores;
-otherwise it stores partial states and the finish kernel combines chunk 0, 1, ... in order.
-No atomics anywhere: the result does not depend on timing.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/render_cuda_reduce.py".
 """
 from __future__ import annotations
 

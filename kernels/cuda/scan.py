@@ -1,17 +1,7 @@
 """Fused scans on CUDA: a generated CUDA C kernel per (program, scan, rank, operand layout), compiled
 by NVRTC like the elementwise kernels (backend.compiler, its cubin cache) and launched through CuPy.
 
-One thread per row: a row is one (outer, inner) pair of indices, the dimensions before and after
-the axis. The thread walks the axis in order, computing the fused elementwise program at each element
-and storing the running value, in the same order and roundings as NumPy (kernels/scan.py). Adjacent
-threads take adjacent inner indices, so a scan along any axis but the last reads and writes
-coalesced memory. Its limit: parallelism is the number of rows. A scan of few long rows (a long 1-D
-cumsum) would run on a handful of threads, so it takes CuPy's scan instead (`library_fallback`):
-the fused expression is evaluated into a temporary by one elementwise kernel, and cupy.cumsum /
-cupy.cumprod scans it in parallel, in another summation order than NumPy's (float results then
-differ from NumPy's by rounding). explain says which one runs.
-Shapes and element strides are kernel arguments; the operand classes (broadcast or not, per
-dimension) are part of the source.
+Design: docs/design/cuda-kernels.md, section "kernels/cuda/scan.py".
 """
 from __future__ import annotations
 

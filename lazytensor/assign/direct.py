@@ -1,18 +1,6 @@
 """`y[...] = e` for an elementwise `e` over flat operands: the planner's one step, without the planner.
 
-The planner makes a plan of ONE FusedElementwise step for an elementwise expression, and when
-  - every tensor `e` reads is C-contiguous (and aligned) and has the destination's shape,
-  - no tensor is read twice and no node is used twice (`e` is a tree over distinct leaves),
-  - no tensor shares memory with the destination (or is the destination's own array),
-that step is always the same: the program found by e's structure id (lower's common case, one
-dict lookup) over the leaves' arrays in order and e's scalars, with flat indexing. This module
-checks exactly these conditions on every call and launches that step without planning it (on
-small arrays planning costs several times what the kernel does): through the
-backend's `run_flat`, without a step object or layout tests; on CUDA, from the expression's second
-assignment on, as the step itself, which the expression keeps, so that assigning it again
-relaunches the step's bound launch (the first launches without a step: most nodes are assigned once).
-Anything else is planned. lt.explain says whether an assignment takes this path and, if not,
-which condition failed.
+Design: docs/design/plans.md, section "lazytensor/assign/direct.py".
 """
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
 """Values stay values: what must happen just before tensors are written.
 
-An expression's value is the one its tensors had when it was built (as in NumPy, where `m = x.max()`
-is computed on the spot). Every write to a tensor's memory goes through `before_write`: an in-place
-operator, an assignment into a tensor or a view of it, `np.add(a, b, out=t)`, lt.evaluate into a
-destination. It settles every live expression that reads the memory about to be written (the
-readers each allocation's record lists, lazytensor.core.readers): such a node is evaluated into
-memory of its own and keeps that result, or, where its result is the memory being written, keeps
-a copy. Nodes built on a settled node read its result from then on (Expr.settle).
-
-Two kinds of readers are left alone, as they must be for `y += e` or `a[...] = a * 2 + b` to stay
-one kernel in place: the values being written themselves, and nodes that only those values hold
-(counted by reference counts: a node held by anything else, a user's variable or another
-expression, is settled). A value that reads its destination's memory is still correct after the
-write: `after_write` gives it the destination as its result, and a later write there settles it
-like any other reader (by a copy) if it is still alive.
-
-Writes that bypass lazytensor (through a NumPy or CuPy array sharing a tensor's memory) are not
-seen; docs/guide/arrays.md, "Values stay values", says so.
+Design: docs/design/plans.md, section "lazytensor/assign/writes.py".
 """
 from __future__ import annotations
 

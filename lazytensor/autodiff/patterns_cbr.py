@@ -1,22 +1,6 @@
-"""The fused CBR backward as backward patterns (lazytensor.autodiff.patterns), in training:
+"""The fused CBR backward as backward patterns (lazytensor.autodiff.patterns), in training.
 
-    relu(batch_norm(conv2d(x, w)))            -> x, w, gamma, beta
-    relu(batch_norm(conv2d(x, w)) + skip)     -> x, w, gamma, beta, skip   (either order of the add)
-    batch_norm(conv2d(x, w))                  -> x, w, gamma, beta
-
-Stage 1 (drelu + dBN, lazytensor.ops.cbr_backward) reads the forward's saved statistics, conv
-output and 1-bit ReLU mask; stages 2 and 3 are the backward convolutions of d(conv_out): wgrad
-dW = conv2d_backward_filter(x, d_conv) and dgrad dX = conv2d_backward_data(d_conv, w). Where the
-forward has run to its end and its BatchNormSaved holder has what stage 1 reads (the ReLU mask is
-saved when the relu is the root of an evaluated expression), stage 1 reads the holder's arrays.
-Otherwise the forward is still an expression, which is planned with the backward (a recorded
-training step assigns forward, gradients and update at once): stage 1 then reads the conv2d node
-and forward_saved nodes (lazytensor.ops.forward_saved), so the forward's steps write what the
-backward's steps read, in one plan. float64 activations take the per-op rules (rules_conv_bn; the
-saved statistics are float32), recomputing what they need from x, and `declined` says why, for
-lt.explain. When x is not among lt.grad's inputs (the first layer), dX is never evaluated and no
-dgrad is planned; given `wanted` without x, the pattern builds no dX and the wgrad step's explain
-says why.
+Design: docs/design/cbr-backward.md, section "lazytensor/autodiff/patterns_cbr.py".
 """
 from __future__ import annotations
 

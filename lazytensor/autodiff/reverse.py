@@ -1,20 +1,6 @@
 """lt.grad: the reverse pass. Expression DAG in, expression DAG out; nothing is computed.
 
-The pass walks the output's DAG once in reverse topological order. Nodes are expressions and
-tensors; a tensor made as a view (`view_of`, lazytensor.core.view_steps) has its base as its one
-operand, so the gradient of `a[::2]`, or of the `a[::2]` that `(a + b)[::2]` reads, reaches `a`.
-Only nodes from which some input can be reached get gradient work: tensors that are not inputs,
-and whatever reads only them, get nothing built (the first-layer rule: no gradient for the data).
-A node's gradient is the sum of its consumers' contributions: those of one shape are added first
-(elementwise, so they fuse), then summed over broadcast axes (one reduction step per shape), then
-cast to the node's dtype. Each op's rule comes from the table (lazytensor.autodiff.rules).
-
-Decisions where NumPy has no say:
-  - an input the output does not read at all is an error (as torch.autograd.grad without
-    allow_unused): it is most often a mistake. An input the output reads only through ops without
-    a gradient (comparisons, floor, casts to integers, where's condition) gets a zero gradient,
-    as in PyTorch, and `Gradients.stops` (shown by lt.explain_grad) says where its gradient stopped.
-  - a non-scalar output needs grad_output (of the output's shape); a size-1 output is seeded with 1.
+Design: docs/design/autodiff.md, section "lazytensor/autodiff/reverse.py".
 """
 from __future__ import annotations
 

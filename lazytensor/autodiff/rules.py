@@ -1,19 +1,7 @@
 """The table of gradient rules, keyed by an expression node's op (the op table's names, and heavy
 ops such as "reduce" and "materialize"), and the rules of the elementwise ops.
 
-A rule is `rule(node, grad) -> tuple`, one entry per `node.args`: a lazy expression for the
-gradient with respect to that argument, or None where no gradient flows (a Const, an integer or
-bool argument, the condition of `where`, a piecewise-constant op). An entry has the argument's shape
-or the node's (broadcast) shape; the reverse pass (lazytensor.autodiff.reverse) sums over broadcast
-axes and adds the contributions of every use. Rules build nodes and compute nothing.
-
-Kinks behave as in PyTorch:
-  - maximum / minimum of two arrays: a tie splits the gradient evenly (torch.maximum);
-  - maximum / minimum with a scalar (what lt.clip builds): the array gets the whole gradient at the
-    bound, as torch.clamp passes it (and a NaN gets none);
-  - relu'(0) = 0, |x|'(0) = 0 (sign), sqrt'(0) = inf;
-  - x ** y: no gradient to x where y == 0, none to y where x == 0 and y >= 0 (else y * x**(y-1) and
-    x**y * log(x)).
+Design: docs/design/autodiff.md, section "lazytensor/autodiff/rules.py".
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """Gradient rules of the heavy CBR nodes on the unfused path: conv2d, its two backward nodes, batch_norm.
 
-The reference and fallback of the fused CBR backward: every gradient is a lazy expression built
-from lazytensor ops, so it is planned (and fuses) like any other.
-  conv2d                  dx = conv2d_backward_data(g, w), dw = conv2d_backward_filter(x, g): one step each
-                          (a bias is an add node above the conv: its gradient is the add rule's,
-                          summed over the broadcast axes by the reverse pass);
-  conv2d_backward_*       both are linear in each operand; their adjoints are conv2d and each other
-                          (second derivatives);
-  batch_norm              per-channel reductions, then ONE elementwise kernel for dx. Training:
-                          dx = gamma * inv_std * (g - mean(g) - xhat * mean(g * xhat)),
-                          dgamma = sum(g * xhat), dbeta = sum(g), with the batch statistics
-                          recomputed lazily from x (never the running ones). Inference:
-                          dx = g * gamma / sqrt(running_var + eps), and xhat from the running
-                          statistics. The running statistics get no gradient.
+Design: docs/design/cbr-backward.md, section "lazytensor/autodiff/rules_conv_bn.py".
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Gradients of reductions (node op "reduce", attrs a kernels.program.Reduction spec).
 
-The output gradient is viewed with the reduced axes kept (size 1), so it broadcasts back over them:
-  - sum: the gradient itself; mean: divided by the count;
-  - prod: the product of the OTHER elements, zeros included: with no zero in the slice it is
-    prod / x, with one zero only that zero gets the product of the rest, with two or more none
-    does (the product of the non-zero elements and the zero count: two more reductions);
-  - max / min: the elements equal to the result share it evenly (torch.amax / torch.amin); a NaN
-    result goes to the NaN elements;
-  - var / std (ddof): 2 (x - mean) / (n - ddof), and for std divided by 2 std.
-Integer and bool reductions (any, all, argmax, argmin, integer sums) have no gradient: their
-results are not floats, and the reverse pass gives gradients to float nodes only.
+Design: docs/design/autodiff.md, section "lazytensor/autodiff/rules_reductions.py".
 """
 from __future__ import annotations
 

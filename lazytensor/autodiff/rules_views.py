@@ -1,16 +1,6 @@
 """Gradients of views: each view step undone on the gradient, in reverse order.
 
-A view of a tensor is a new Tensor that records where it came from (`view_of`: its base and the
-steps, lazytensor.core.view_steps), including the views that pushing a view down an expression
-makes of its leaves (`(a + b)[::2]` reads `a[::2]`). The reverse pass routes a view's gradient to
-its base with `view_gradient`; a "materialize" node (a view of a reduction's result, a reshape that
-needs a copy) has the same rule. Undoing a step:
-  - broadcast: sum over the broadcast axes (`sum_to`), one reduction step fusing what feeds it;
-  - transpose: the inverse permutation; reshape: reshape back (views of the gradient, no copy);
-  - index: when the view covers every element of its base once (`x[::-1]`, squeeze, `x[None]`),
-    the inverse index (a view); otherwise the gradient scattered into zeros: a "scatter" node,
-    planned as a zero fill and one kernel writing the gradient into the view of the zeros
-    (lazytensor.plan.heavy.scatter).
+Design: docs/design/autodiff.md, section "lazytensor/autodiff/rules_views.py".
 """
 from __future__ import annotations
 

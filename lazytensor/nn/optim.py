@@ -1,17 +1,6 @@
 """Optimizers with PyTorch's update rules: SGD (momentum, dampening, nesterov, weight decay) and AdamW.
 
-`step(grads)` takes one gradient per parameter, as `lt.grad` returns them: lazy expressions, so each
-parameter's update fuses with the last elementwise work of its gradient. `updates(grads)` returns the
-whole step as (tensor, new value) pairs for ONE simultaneous assignment: every parameter, moment and
-master weight, and the count of steps taken, which lives on the device so that the update's
-structure and scalars are the same at every step (PyTorch's first SGD step, `buf = g`, is a `where`
-on that count; AdamW's bias corrections are expressions of it). A step recorded once (lt.train_step)
-is therefore right at every later step.
-
-Mixed precision: a float16 parameter gets a float32 master copy; the update runs on the master and
-the parameter receives its float16 rounding (PyTorch AMP's practice with fp32 master weights).
-`master_weights=False` updates float16 parameters in float16, as torch.optim.SGD does a model cast to
-half (`net.half()`): half the update's memory traffic, PyTorch's pure float16 step.
+Design: docs/design/training-step.md, section "lazytensor/nn/optim.py".
 """
 from __future__ import annotations
 

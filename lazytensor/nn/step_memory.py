@@ -1,18 +1,6 @@
 """lt.explain(step)'s memory section: every byte a recorded training step holds, by what holds it.
 
-A call of a recorded step holds (on CUDA, in CuPy's pool; tools.peak_memory measures the same on
-the CPU, over the arrays made through the CPU backend):
-- persistent tensors, read and written in place and kept between calls: the parameters, the float32
-  master weights (AMP), the other results the step writes (momentum or moments, the step count, the
-  loss scale, the loss), the other tensors it reads (batch_norm's running statistics) and the static
-  input buffers;
-- the arena: every temporary of the plan (activations, saved statistics and ReLU results, pooling
-  indices, gradients, matmul outputs, scratch), packed by lifetime (lazytensor.step.memory_plan);
-- outside the arena, on CUDA: the cuDNN workspaces, one per graph kind (fprop, dgrad, wgrad, ...)
-  and device, as large as the largest of its graphs needs (process-wide, shared by every plan).
-The first call's peak is the same sum: the step is planned over placeholders that hold no memory
-(lazytensor.plan.planning_space), and its temporaries get the arena before anything runs. The CUDA
-graph keeps no memory of its own: its steps run over the arena.
+Design: docs/design/training-step.md, section "lazytensor/nn/step_memory.py".
 """
 from __future__ import annotations
 

@@ -1,31 +1,6 @@
 """lt.train_step(model, loss_fn, optimizer): one training step, planned once.
 
-    step = lt.train_step(model, loss_fn, optimizer)
-    loss = step(x, labels)          # forward (train mode), lt.grad, the optimizer's update
-    print(lt.explain(step))         # the planned step: its steps by kind, memory, CUDA graph
-    print(lt.explain(step, "full")) # ... and each step
-
-The first call with a given input shape builds the step as expressions: the forward in train mode,
-`loss_fn(logits, labels)`, `lt.grad` of the loss with respect to the optimizer's parameters and the
-optimizer's `updates`, and writes every result (the parameters, the optimizer's state, the loss)
-by ONE simultaneous assignment (lt.assign): every read happens before any write, the update of a
-parameter fuses with the last elementwise work of its gradient, and a heavy node several results
-use (a convolution, a batch_norm with its running statistics) runs once. That plan is recorded
-(lazytensor.step.recorded): its temporaries packed into one arena by lifetime, and on CUDA
-captured as one graph on the second call. Later calls copy x and labels into the step's static
-input buffers and run the recorded plan: no expression is built, nothing is planned, no Python
-per layer.
-
-amp=True (or an lt.nn.LossScaler with other settings): mixed precision for a model built in float16
-(`dtype=np.float16`): float16 activations and weights compute, the optimizer keeps float32 master
-weights, BatchNorm's parameters and statistics stay float32, the loss is computed in float32, and
-dynamic loss scaling skips a step whose gradients overflow, decided on the device
-(lazytensor.nn.amp): `step.scaler.found_inf` tells, when read, whether the latest step was skipped.
-`optimizer.steps` counts calls; `optimizer.taken` (on the device) counts the steps taken.
-
-A recorded plan holds the optimizer's hyperparameters (lr, momentum, ...) as constants: a call
-after one of them changed records a new plan (as does a new input shape or dtype). The returned
-loss is a new 0-d Tensor each call (a device copy: no host synchronization on CUDA).
+Design: docs/design/training-step.md, section "lazytensor/nn/train_step.py".
 """
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
 """The fused CBR backward, stage 1: drelu + dBN over a training forward's saved results.
 
-    cbr_bn_backward(dy, saved, gamma, relu=True, residual=False)
-        -> (d_conv_out, dgamma, dbeta, d_skip or None)
-
-for y = relu(batch_norm(conv_out) [+ skip]) (relu=False: y = batch_norm(conv_out)). It reads dY, the
-1-bit ReLU mask the forward's last kernel wrote (BatchNormSaved.relu_mask: bit-packed, little-endian,
-over y's NHWC-flattened elements), the conv output the forward kept (BatchNormSaved.conv_out: read,
-not recomputed) and the saved mean and inv_var. Two heavy nodes, planned by
-lazytensor.plan.conv.cbr_backward:
-  cbr_dbn_sums  (K, 2) float32: [sum(dY'), sum(dY' * x_hat)] per channel, dY' = dY * mask, as ONE
-                reduction kernel that reads dY, the mask bits and the conv output once;
-  cbr_dbn_dx    d(conv_out) = gamma * inv_var * (dY' - dbeta / n - x_hat * dgamma / n), ONE kernel;
-and, in the residual form, cbr_drelu: d(skip) = dY * mask, written by the sums' pass where that is
-the vectorized CUDA kernel (float16, K a multiple of 8: the sums node is then its operand), else one
-kernel of its own. dY * mask is never written
-to memory: each kernel reads the mask bits itself. dbeta and dgamma are columns 0 and 1 of the sums.
-The saved arrays become the nodes' operands when the backward is built, so the backward reads the
-forward it was built after, whatever runs later; a forward that never ran raises here.
+Design: docs/design/cbr-backward.md, section "lazytensor/ops/cbr_backward.py".
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """Nodes that stand for what a forward step writes beside its value, for a backward planned with it.
 
-    forward_saved(bn, "saved_mean")      (K,) float32: the batch mean a training batch_norm computed
-    forward_saved(bn, "saved_inv_var")   (K,) float32: its 1 / sqrt(var + eps)
-    forward_saved(root, "relu_mask")     the 1-bit ReLU mask of root = relu(... batch_norm ...), 8 per
-                                         uint8 byte, lowest bit first, over root's NHWC-flattened elements
-
-A backward built before its forward ran (one assignment of forward, lt.grad and the update: a
-recorded training step) reads the forward's saved results through these nodes instead of a
-BatchNormSaved holder's arrays. Their operand is the forward node itself, so the DAG orders the
-forward's steps before the backward's and the plan keeps the saved arrays from the forward step
-that writes them to the last backward step that reads them (lazytensor.plan.conv.forward_saved).
-The conv output needs no such node: it is the conv2d node's own value.
+Design: docs/design/plans.md, section "lazytensor/ops/forward_saved.py".
 """
 from __future__ import annotations
 

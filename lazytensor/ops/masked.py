@@ -1,19 +1,7 @@
 """Boolean masks of an array's own shape: `a[mask]` as a lazy gather, and `y[mask] = e`,
 `y[mask] += e` as ONE fused kernel, `y[...] = where(mask, e', y)`.
 
-NumPy's `y[mask] = e` takes e of one element, or of the mask's count of elements, in the mask's
-order. The writes that have an elementwise form over y's shape are fused:
-  - e of one element (a scalar, a 0-d tensor, `x.mean()`): where(mask, e, y);
-  - e an elementwise expression over gathers with the same mask and one-element operands, which is
-    what `y[mask] += e`, `y[mask] = (a * b)[mask]` or `y[mask] = x[mask] + 1` build: each gather
-    `x[mask]` is replaced by x itself, so the expression is computed over y's shape and kept where
-    the mask is true. No gather runs.
-Any other value (values of the mask's count from elsewhere) is evaluated and scattered by the
-device's array library (lazytensor.ops.indexing.setitem).
-
-The gather `a[mask]` is a heavy node ("mask_gather") of shape (count,): the count is data, so the
-mask is evaluated when the gather is built (a host sync on CUDA), while `a` stays lazy; its plan
-(lazytensor.plan.heavy.mask_gather) evaluates `a` and compresses it with the device's library.
+Design: docs/design/plans.md, section "lazytensor/ops/masked.py".
 """
 from __future__ import annotations
 

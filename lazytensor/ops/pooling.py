@@ -1,20 +1,6 @@
 """max_pool2d and avg_pool2d on NHWC tensors, and their backward ops: heavy nodes.
 
-PyTorch's semantics (its defaults: no dilation, floor mode): kernel, stride and padding are an int
-or an (h, w) pair, stride defaults to the kernel, padding is at most half the kernel. The output
-has P = (H + 2 * ph - kh) // sh + 1 rows (Q columns likewise).
-  - max_pool2d pads with -inf; NaN propagates (a window holding a NaN has the max NaN).
-  - avg_pool2d counts the padding in the divisor (PyTorch's count_include_pad=True): every window
-    is divided by kh * kw.
-Backward, as ops of their own (built by the gradient rules, lazytensor.autodiff.rules_nn):
-  - max_pool2d_backward(x, g): each window's gradient goes to its argmax in x, scanning the window
-    row by row: the first maximum on ties, the last NaN if the window holds NaNs (PyTorch's rule,
-    `val > max || isnan(val)`); gradients of overlapping windows add up.
-  - avg_pool2d_backward(g): each window's gradient spread evenly over its kh * kw cells, the cells
-    in the padding dropped.
-The planner (lazytensor.plan.heavy.pooling) runs them as steps: numba kernels on the CPU and
-generated CUDA C kernels on CUDA, twins with the same index arithmetic (lazytensor.kernels.cpu.pool,
-pool_cuda).
+Design: docs/design/plans.md, section "lazytensor/ops/pooling.py".
 """
 from __future__ import annotations
 

@@ -1,29 +1,6 @@
 """Planning over address space alone: the temporaries of a plan whose memory comes later.
 
-A plan made for one run allocates each temporary as its builder asks (the backend's `empty`). A
-recorded plan (lazytensor.step.recorded) then rebuilds its steps over ONE arena packed by lifetime
-(lazytensor.step.memory_plan) and drops those allocations: they only told the memory plan each
-temporary's size, layout and which steps touch it. Allocated for real they cost the sum of every
-temporary of the step at once, far more than the arena (VGG16-BN at 32 px, batch 512, in AMP: 1.67 GB
-against a 0.68 GB arena), and that sum was the peak of a training step's first call.
-
-So while a recorded plan is planned, the backend hands out placeholders: arrays of the asked shape
-and dtype over addresses of their own that hold no memory. On CUDA a placeholder points into a
-range of addresses no allocation can have (above 2^52, beyond any GPU's virtual address space), so
-nothing may read or write it; on the CPU it is a NumPy array whose pages the OS never commits
-because nothing touches them, made read-only so that a write while planning fails here, as it
-would fault on the GPU. Planning only builds steps (kernels compile and cuDNN plans are measured
-on the first run, over the arena), so nothing touches them; a placeholder that would outlive the
-planning other than as a step's temporary (an expression evaluated while planning) is an error
-(MemoryPlan checks).
-
-One thing does run while planning: a measured choice (lazytensor.plan.measured_choice: the CBR
-stage 1, the dBN stage, one or two streams), timed once per GPU and shape over the arrays of the
-steps it weighs. `backed(measure)` gives those real memory for the measurement alone: it finds the
-placeholders the measurement reaches (through its closure: arrays, Tensors, steps and their slots,
-lists, nested functions), puts views of real allocations in their place, and puts the placeholders
-back afterwards; what the measurement allocates itself is real memory as well. The real memory goes
-with the measurement.
+Design: docs/design/training-step.md, section "lazytensor/plan/planning_space.py".
 """
 from __future__ import annotations
 

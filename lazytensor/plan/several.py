@@ -1,23 +1,6 @@
 """Several results at once: the plan for a list of (destination array, expression) pairs.
 
-All reads happen before any write (simultaneous assignment), so `[(a, b), (b, a)]` swaps:
-1. The heavy parts of every expression are cut out by ONE cutter, so a reduction (or any heavy node)
-   that several expressions share runs once. Those steps only read the user's tensors and write
-   temporaries, and they all run first.
-2. The remaining elementwise expressions are grouped by iteration space (the destination's shape):
-   each group is ONE kernel with an output per destination, in which a value several outputs use
-   is computed once per element. Groups of different shapes are different kernels.
-3. An output may overwrite a tensor its own value reads at the same index (in-place stays one
-   kernel: the store depends on the read). A tensor read at the same index only by other outputs'
-   values is a temporary's job (numba's parallel loops assume a kernel's arrays do not overlap, so
-   nothing orders that read before the store). Kernels run
-   readers first: one runs before any kernel that writes what it reads. A destination that its own
-   kernel reads through another index map (an overlapping view), or that a kernel running after it
-   reads (kernels reading each other's destinations), is written to a temporary instead and copied
-   into place after every kernel ran.
-4. Results whose root is a whole-plan pattern (fused CBR) or a heavy node that writes its
-   destination itself (a reduction) are planned as `dst[...] = e` plans them, where nothing else
-   reads that destination.
+Design: docs/design/plans.md, section "lazytensor/plan/several.py".
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Which elementwise values a plan evaluates once into a temporary rather than in every kernel that reads them.
 
-Every step's kernel fuses the elementwise work it reads: a reduction of `e` computes `e` as it
-sums, and so does the final kernel that also reads `e`. That is free when `e` reads few arrays,
-and costly when it reads many: in a ResNet's backward, the gradient flowing down a stage is the
-sum of every block's dgrad result, each masked by its ReLU, so one block's batch_norm backward
-(two reductions and one elementwise kernel over that gradient) read the same 27 full-size arrays
-three times over. A value read by m kernels and built from k full-size arrays costs m * k reads
-recomputed, against k reads + 1 write + m reads evaluated once. It is evaluated once when that
-saves at least MIN_SAVED full-size passes: a margin for the extra launch and the temporary's memory.
-The values are the same either way: each op's result is rounded to its dtype inside a kernel as in
-the temporary.
+Design: docs/design/plans.md, section "lazytensor/plan/shared_values.py".
 """
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
 """Stages 2 and 3 of the CBR backward as one plan: wgrad dW = conv2d_backward_filter(x, d_conv) and
 dgrad dX = conv2d_backward_data(d_conv, w), with dX optionally written into X's own memory.
 
-The write hazard (the seed's COMP_2 / COMP_3): X is dead after the backward, so dX may take its
-memory (one activation per layer less), but wgrad reads X, so dgrad must not start before wgrad
-has read it. WgradThenDgrad makes that order explicit:
-  - on the CPU the steps run one after the other, wgrad first;
-  - on CUDA, on one stream, stream order is the order; on two streams (wgrad on a side stream
-    forked from the current one by an event, dgrad on the current stream, joined back by a second
-    event: never a host sync, so a CUDA graph capture takes the fork and join like any launch),
-    dgrad waits on wgrad's event when it overwrites X, and runs alongside wgrad otherwise.
-Two streams are used where that measured faster for the shape (both timed once as captured graphs,
-as repeated calls run them; kept in memory and in the disk cache like the forward's stage-1 choice;
-LAZYTENSOR_CBR_TUNE=0 keeps one stream), never when dX takes X's memory (dgrad would wait for wgrad
-anyway). The first layer (first_layer=True: x is training data) plans wgrad alone.
-
-A call is a recipe (planned_conv_grads): its plan, d_conv's own steps included when d_conv is an
-expression (stage 1), is kept per structure and rebound on later calls, and on CUDA replayed as one
-graph over the same arrays; its results come back through a ConvGradsResults holder.
+Design: docs/design/cbr-backward.md, section "lazytensor/reuse/conv_grads.py".
 """
 from __future__ import annotations
 

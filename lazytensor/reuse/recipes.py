@@ -1,22 +1,6 @@
 """Plan recipes: a heavy expression's plan is made once per structure and rebound to new arrays.
 
-Planning an expression with heavy nodes (a conv, a batch_norm, a reduction inside a larger
-expression) cuts, lowers and chooses paths: about a hundred microseconds of Python. A training loop
-plans the same structure over new inputs on every call, so the plan is kept as a recipe, keyed by
-the expression's signature:
-  - every node's op, dtype, shape and attributes (a result holder such as BatchNormSaved excluded:
-    it only receives the results), the order of its operands, and which nodes are shared;
-  - every tensor's dtype, shape, strides, device and 16-byte alignment, and which tensors share
-    memory with which;
-  - every scalar's value, and the destination's shape, strides, dtype and alignment.
-Launch choices that depend on these alone (a cuDNN graph, a kernel's grid) are kept with the recipe.
-A hit rebinds the recorded steps: an array a step holds is the new expression's tensor in the same
-place, the new destination, or a fresh allocation of the same shape (a view of one keeps its place
-in it). Each call gets temporaries of its own: saved statistics and masks outlive a call. On CUDA,
-a call over the same tensors and destination as an earlier one may instead launch the steps as one
-captured graph that keeps its temporaries (lazytensor.reuse.replay says when, and how results stay safe).
-Plans that write or read a view of a tensor they were not handed, or whose destination shares
-memory with an input (the aliasing rules then depend on the addresses), are planned every time.
+Design: docs/design/caches.md, section "lazytensor/reuse/recipes.py".
 """
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """Graph replay: a recipe's steps over the same arrays again, launched as one captured CUDA graph.
 
-A training loop evaluates the same structure over the same tensors into the same destination on
-every call. The recipe's steps then launch the same kernels with the same arguments, except for the
-temporaries each call takes from the pool. So when a recipe sees the same tensors and destination
-a second time (the key: their addresses; the recipe's signature fixes everything else a kernel
-reads, layouts and scalars included), on the third call of the expression (the first plans it),
-the steps are captured into a CUDA graph, and the graph keeps
-that call's temporaries for good. Later calls launch the graph: one launch instead of five to seven
-(cuDNN's included), no allocation, no Python per step.
-
-Temporaries a caller receives (saved statistics, a ReLU mask, through a result holder) are handed
-out again only when nothing outside holds them any more, counted by reference counts: the holder's
-attribute may hold them (it is given them again), anything else (the array, a view of its memory,
-an older holder) means the caller may still read them, and that call runs step by step over fresh
-temporaries instead. Memory kept by graphs is bounded (LAZYTENSOR_GRAPH_MEMORY, in MB; by default
-1/16 of the device's memory, at least 1024 MB: see budget()).
-
-Only steps that just enqueue work on the current stream can be captured (no allocation, no host
-synchronization, no timing): each says so through `capture_refusal()`, and a recipe with one that
-cannot is never replayed; lt.explain says why. Memory a graph uses beyond its temporaries (a cuDNN
-workspace, loaded kernels) belongs to the steps' learned state, which the graph keeps alive.
+Design: docs/design/caches.md, section "lazytensor/reuse/replay.py".
 """
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
 """Recipes of several results: the plan of a simultaneous assignment made once per structure.
 
-A training step (lt.assign of every parameter's update, lazytensor.nn.optim) is one plan with
-several results, over the same structure on every call. Like a single result's plan
-(lazytensor.reuse.recipes), it is kept as a Recipe keyed by a signature, and a later call only
-rebinds its steps to the new arrays; on CUDA, a call over the same tensors and destinations as an
-earlier one may launch them as one captured graph (lazytensor.reuse.replay).
-
-The signature is recipes.signature's over the whole set of (destination, expression) pairs: the
-expressions' nodes in one numbering (a node several results share is one part), their tensors'
-layouts, the scalars' values, and each destination's layout. An elementwise tree over distinct
-tensors is one part, its structure id (computed when it was built) with its scalars and tensors,
-as lowering finds its kernel: the walk stops there, which leaves the heavy nodes and the trees
-above them (an MLP step's expressions are mostly such trees). Unlike a single result, a destination
-may be read by the expressions (an update `w = w - lr * g` reads w): how the plan treats that read
-(in place, or through a temporary) depends on where the read array lies relative to the
-destination, so a tensor sharing memory with a destination is keyed by that destination's index
-and the byte offset between them (with its shape and strides, which fix the overlap); so is a
-destination sharing memory with an earlier one.
+Design: docs/design/caches.md, section "lazytensor/reuse/several_recipes.py".
 """
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """A static memory plan: a plan's temporaries packed into ONE allocation by their lifetimes.
 
-A plan made for one run allocates each temporary on its own (the pool hands the memory back when
-the plan is dropped). A plan that runs again and again (a training step, lazytensor.step.recorded)
-keeps its temporaries, so their memory is planned once: a temporary lives from the first step that
-touches it (its writer) to the last (its last reader), and two temporaries whose lifetimes do not
-overlap may share bytes. Offsets come from greedy interval packing, largest first, each at the
-lowest offset clear of the temporaries already placed that live at the same time (the classic
-static allocator of inference engines); the arena is as large as the highest end. The steps are
-then rebuilt over views of the arena (lazytensor.reuse.recipes' StepTemplate), with the tensors the
-expressions read and the destinations left as they are.
-
-Before the lifetimes are taken, the steps are put in an order that frees memory sooner
-(lazytensor.step.step_order: a wgrad beside its dgrad); an elementwise step may write its result in
-place of an input that dies at that step (one interval for both); and the offsets are the smallest
-arena of a few greedy packings (pack). The plan is made over placeholders that hold no memory
-(lazytensor.plan.planning_space), so that its temporaries never exist but in the arena.
-
-An array counts as a temporary when its allocation is none of the tensors' the expressions read
-(through views too) nor a destination's: the planner made it. The result holders of the plan's
-batch_norm nodes (BatchNormSaved) are released: their arrays were the planning's temporaries, and
-what a backward outside the plan could read from them is not kept.
+Design: docs/design/training-step.md, section "lazytensor/step/memory_plan.py".
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """A simultaneous assignment planned once and run again: the plan of a training step.
 
-`RecordedAssignment(pairs)` plans `lt.assign(pairs)` as one simultaneous plan (lazytensor.plan.several),
-runs it, and keeps its steps, with no expression: a later `run()` runs the same steps over the same
-arrays again. That is right when the tensors the expressions read hold new values in the same memory
-(a training step's static input buffers, the parameters it updated) and every number the plan holds
-as a constant (scalars, shapes) is the same; the caller (lt.train_step) sees to both.
-
-The plan's temporaries live in ONE allocation, the arena (lazytensor.step.memory_plan): each gets an
-offset by its lifetime, so that memory whose last reader has run holds a later temporary. On CUDA the
-steps run one by one on the first call (kernels compile, cuDNN plans are measured), and the second
-call captures them into one CUDA graph (lazytensor.reuse.replay's ReplayStep) that later calls launch:
-one launch per step. The arena is the step's own memory, not the graphs' budget.
+Design: docs/design/training-step.md, section "lazytensor/step/recorded.py".
 """
 from __future__ import annotations
 

@@ -1,30 +1,7 @@
-"""The order a recorded plan's steps run in, chosen for memory: a step that frees more than it
-allocates moves up, with the steps that make what only it reads, to right after the last step it
-conflicts with; then a step that allocates more than it frees moves down, to right before the first
-step it conflicts with.
+"""The order a recorded plan's steps run in, chosen for memory: steps that free more than they
+allocate move up, steps that allocate more than they free move down, past no step they conflict with.
 
-The planner emits a training step's backward as its results are cut: the first parameter's update
-needs the whole chain of input gradients (every dgrad, from the loss down), so every dgrad comes
-first and every wgrad after them; each wgrad's inputs (its layer's output gradient dY, the conv
-input) are made again right before it from what the chain kept: the gradient each dgrad (or pool
-backward) wrote, alive through the rest of the chain. Moved up to right after the dgrad that
-wrote that gradient, a wgrad and the two kernels making its inputs free it at once, as PyTorch's
-autograd runs a layer's wgrad beside its dgrad.
-
-A weight gradient is the other way round: the head's matmul wgrad (VGG16-BN's 25088 x 4096 weight,
-196 MB in float16) reads two small arrays and writes a large one that only the update reads, and the
-updates run last. Moved down to right before the updates, it holds its small inputs through the
-backward instead of its large output, as PyTorch's autograd would not (it accumulates .grad at once,
-in memory kept between steps).
-
-Two steps conflict when they touch one allocation and one of them writes it; conflicting steps keep
-their order, and steps move only past steps they do not conflict with. What a step writes: the
-temporaries it is the first to touch (a temporary is written by the step that makes it and only
-read after: the planner's steps write their own outputs), and everything it touches where it writes
-memory it did not make (`overwrites`: a dgrad written into its X, lazytensor.reuse.conv_grads) or
-writes the caller's destinations or state (`fixed`: the updates, batch_norm's commit). Those
-`fixed` steps never move, and no step moves down past one: they stay after every step that could
-fail, so that a failed first run leaves parameters and running statistics as they were.
+Design: docs/design/training-step.md, section "lazytensor/step/step_order.py".
 """
 from __future__ import annotations
 

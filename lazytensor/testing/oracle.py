@@ -1,45 +1,7 @@
-"""The NumPy oracle of an expression DAG: each node built twice, once with lazytensor exactly as a
-user writes it (operators, lt functions, NumPy's ufunc protocol) and once eagerly with NumPy (its
-op's `reference` in kernels.ops.OPS, NumPy operators, np.clip, ndarray.astype) on the very same
-arrays and Python / NumPy scalars, with a per-element error bound. Nothing of lazytensor's
-evaluation path (lowering, rendering, kernels) is used by the oracle. The hypothesis strategies
-that grow random DAGs from these nodes live in lazytensor.testing.strategies; this module needs
-NumPy alone.
+"""The NumPy oracle of an expression DAG: each node built with lazytensor and eagerly with NumPy on
+the same operands, with a per-element error bound that `assert_matches` compares against.
 
-Legality. NumPy raises for some DAGs at the op that is wrong (a Python int out of range for the
-loop dtype, an op a dtype does not support, shapes that do not broadcast). `build` then checks that
-lazytensor raised the same error type while building the same node, and raises `Refused` so that
-the caller leaves that op out. The one deliberate difference is integer power with a negative
-exponent: NumPy raises (value dependent, at run time); an elementwise kernel cannot, so lazytensor
-defines the result (see lt_pow_i in kernels/cpu/numba_prelude.py: 1 for base 1, +-1 for base -1, else 0)
-and the oracle computes exactly that documented value.
-
-How results are compared (`assert_matches`). Integers and bools: exactly. Floats: each oracle node
-carries a per-element absolute error bound, `err`, propagated through the DAG (running error
-analysis):
-  * err == 0: the value is reproducible bit for bit. +, -, *, /, sqrt, floor, ceil, fmod-based
-    floor division and remainder, comparisons, casts, min/max, where are all correctly rounded or
-    exact in IEEE 754, in NumPy and in the generated kernel alike (no fast-math, no FMA
-    contraction); float16 is computed in float32 and rounded once per op by both. So exact nodes
-    must match exactly: same value, NaN in the same places, same infinities.
-  * The sign of a zero that max/min/relu/clip pick from a tie of -0.0 and +0.0 is unspecified
-    (IEEE 754 allows either; NumPy's float32/float64 maximum returns the second operand, its
-    float16 maximum and np.clip the first): those elements are "don't care".
-  * Transcendental ops (exp, log, log1p, expm1, sin, cos, tan, tanh, sigmoid, float power) are
-    not correctly rounded: NumPy's SIMD/SVML loops are documented to within 4 ULP, numba calls
-    LLVM intrinsics backed by the platform libm (within 1-2 ULP), and the sigmoid reference rounds
-    three times in the dtype where the kernel rounds once. Hence APPROX_ULPS = 8 ULP of the
-    result's dtype, plus one smallest-normal where the result is subnormal (SIMD loops may flush or
-    round subnormal results differently); near overflow (either side may round to inf) the element
-    is not compared.
-  * Downstream of an approximate value the bound is propagated: |a|eb + |b|ea + ea*eb for *,
-    ea + eb for +/-, the function's slope for unary ops (Lipschitz constant or the interval's
-    endpoints for monotone functions), plus one ULP of the result for its own rounding. Where a
-    discontinuous op (floor, comparisons, casts to integers, where's condition, sign, //, %, ...)
-    reads an uncertain value, the result is "don't care" (err = inf) and not compared: a 1 ULP
-    difference may legitimately flip it. Casting NaN, inf or out-of-range floats to integers is
-    undefined in C and NumPy alike (NumPy warns "invalid value encountered in cast"), so those
-    elements are "don't care" too.
+Design: docs/design/testing.md, section "lazytensor/testing/oracle.py".
 """
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
 """Hypothesis strategies for lazytensor, built on hypothesis.extra.numpy.
 
-- `tensors(dtype, shape, device=..., elements=...)`: Tensors of drawn values, optionally in strided
-  or reversed memory;
-- `broadcastable_shapes(shape)`: shapes that broadcast to `shape`;
-- `expressions(leaves, ops=..., max_depth=...)`: random expression DAGs over the given tensors, each
-  a `DrawnDag` with its NumPy reference value and error bound (lazytensor.testing.oracle);
-- `dags(device=...)`: the same over drawn leaves of every dtype and odd shapes: the project's own
-  property tests (tests/core/test_expr_properties.py, and on 'cuda' tests/kernels/test_cuda_gpu.py).
-
-What the DAGs cover: every op of OPS plus clip, astype, unary minus and abs through operators;
-dtypes bool, int8-int64, uint8-uint64, float16, float32, float64 (and every mix of them, so NumPy's
-promotion inserts casts); shapes that broadcast (0-d, size-1 dims, empty dims, odd sizes like 7x13),
-strided and reversed views as leaves; weak Python scalars and strong NumPy scalars on either side;
-shared subexpressions (the same Expr object used more than once); values that include NaN, +-inf,
--0.0, subnormals and the integer extremes (min, max, 0, -1). An op that NumPy refuses must be refused
-by lazytensor with the same error type; it is then left out (`DrawnDag.raised` lists them).
+Design: docs/design/testing.md, section "lazytensor/testing/strategies.py".
 """
 from __future__ import annotations
 

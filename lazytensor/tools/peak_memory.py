@@ -1,15 +1,6 @@
 """The peak memory of a run, measured where it can be.
 
-On CUDA: the high-water mark of the bytes lazytensor holds in CuPy's memory pool (every tensor, plan
-arena and cuDNN workspace it allocates goes through that pool). While a PeakMemory is active, CuPy's
-allocator is wrapped so that each allocation updates the mark: the pool's used bytes only grow at an
-allocation. This is what torch.cuda.max_memory_allocated counts on PyTorch's side.
-On the CPU: the same mark over the arrays lazytensor allocates through its CPU backend during the
-run (tensors, plan arenas and temporaries: the backend's `empty` and `asarray` are wrapped, and each
-allocation counted once until it is freed), the CPU's analogue of the pool's used bytes, which lt.explain(step)'s memory
-breakdown adds up to; arrays made before the run and a kernel's own scratch are not counted. The
-process's peak resident set (`resident`: Python, NumPy and the compiler too, and never lower) is
-given beside it.
+Design: docs/design/training-step.md, section "lazytensor/tools/peak_memory.py".
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """Planning conv2d and batch_norm: the CBR (Conv + BatchNorm + ReLU) path.
 
-Training, relu(batch_norm(conv2d(x, w)) [+ skip]):
-  stage 1  conv and the per-channel statistics of its output: on CUDA either one cuDNN graph
-           (conv_fprop + genstats) or the plain cuDNN conv followed by lazytensor's own statistics
-           reduction, whichever measured faster for the shape; on the CPU, im2col + BLAS then the
-           statistics reduction;
-  stage 2  BN finalize over C channels (eq_scale, eq_bias, saved statistics, running statistics);
-  stage 3  ONE generated elementwise kernel: apply, whatever elementwise work lies above
-           (a residual add), ReLU, and the 1-bit ReLU mask.
-Inference: eq_scale/eq_bias from the running statistics, then on CUDA one cuDNN graph
-conv -> scale -> bias -> relu where cuDNN takes it, else conv + the fused epilogue kernel.
-Every choice, and every reason the fused path was not taken, shows in lt.explain.
+Design: docs/design/cbr.md, section "lazytensor/plan/conv/cbr.py".
 """
 from __future__ import annotations
 

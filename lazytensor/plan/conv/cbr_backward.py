@@ -1,17 +1,7 @@
 """Planning the fused CBR backward, stage 1 (lazytensor.ops.cbr_backward): drelu + dBN as one
 reduction kernel and one elementwise kernel, both lazytensor's own, on the CPU and on CUDA alike.
 
-The ReLU mask is bit-packed over the output's NHWC-flattened elements, 8 to a byte, lowest bit
-first. With K a multiple of 8 (every shape cuDNN takes), byte j holds the bits of elements 8j..8j+7,
-which all lie in one row of channels, so the kernels run over the grid (N*P*Q, K/8, 8): the mask
-is read as an (N*P*Q, K/8, 1) array broadcast over the last axis, and bit b of each byte is
-`mask & bits[b]`. No index arithmetic beyond broadcasting, so the existing code generators (numba,
-CUDA C) serve unchanged, and dY * mask exists only in registers. With K not a multiple of 8 the
-plan first unpacks the mask to one byte per element (one small kernel, which explain says).
-
-The per-channel sums run as ONE reduction over (N*P*Q, K/8, 8, 2): lane 0 sums dY', lane 1
-dY' * x_hat, the two lanes of a channel reading the same dY, mask and conv output elements, so
-memory is read once. Accumulation in float64, as the forward's statistics.
+Design: docs/design/cbr-backward.md, section "lazytensor/plan/conv/cbr_backward.py".
 """
 from __future__ import annotations
 

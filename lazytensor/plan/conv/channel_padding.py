@@ -1,17 +1,6 @@
 """Convolutions whose channel counts cuDNN's fused engines refuse, run by cuDNN on zero-padded copies.
 
-The cuDNN path takes C and K (in- and out-channels) in multiples of 8 (lazytensor.cbr.cudnn_support).
-A network's first layer (C=3) and its classifier (K=10) miss that; on the host they would also keep
-the whole training step from being captured as one CUDA graph. Zero channels change nothing:
-  - forward: conv(x, w) = conv(pad_C(x), pad_KC(w))[..., :K] (a zero in-channel adds 0; a zero filter
-    makes an out-channel that is cut off);
-  - wgrad:   dw = wgrad(pad_C(x), pad_K(dy))[:K, ..., :C];
-  - dgrad:   dx = dgrad(pad_K(dy), pad_KC(w))[..., :C].
-So a ChannelPadded step copies each operand whose channels need padding into a padded buffer (whose
-padding it zeroes first: the buffers are temporaries, and the memory plan may give their bytes to
-other temporaries between two runs), runs the cuDNN step on the buffers, and copies the wanted part
-of the result into the destination. Every part is a launch on the current stream: a CUDA graph
-captures it. Where cuDNN rejects even the padded graph, the inner step runs on the host and says so.
+Design: docs/design/plans.md, section "lazytensor/plan/conv/channel_padding.py".
 """
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
 """Planning forward_saved nodes (lazytensor.ops.forward_saved): a backward reading what its forward, in
 the same plan, wrote beside its value.
 
-    saved_mean, saved_inv_var   the forward batch_norm is planned (once: the cutter is memoized) and
-                                its builder leaves the rows its finalize step writes in `cut.side`;
-    relu_mask                   the kernel that evaluates the relu into a temporary also writes the
-                                1-bit mask (the forward's apply + ReLU kernel gets a second output).
-                                Where an earlier step of this plan evaluated the relu already (the
-                                next layer's conv reads it), that step is given the mask; else the
-                                relu is evaluated here, with its mask, and later readers read it.
-
-No step of their own: the saved arrays are temporaries of the forward's steps, which the plan keeps
-alive until the last backward step reads them (a recorded plan packs them into its arena by those
-lifetimes, lazytensor.step.memory_plan).
+Design: docs/design/plans.md, section "lazytensor/plan/conv/forward_saved.py".
 """
 from __future__ import annotations
 

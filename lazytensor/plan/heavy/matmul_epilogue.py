@@ -1,24 +1,7 @@
 """A Linear layer's elementwise work around its GEMMs on CUDA, or cuBLASLt epilogues doing it in the
-GEMMs (kernels/cuda/cublaslt_gemm.py), chosen by measurement:
-- forward, relu(a @ b + bias): the GEMM and the fused kernel after it, or ONE GEMM whose RELU_BIAS
-  epilogue adds the bias and applies the ReLU;
-- backward, the bias gradient sum(g, axis=0) beside the weight gradient a @ g (lt.grad of a Linear
-  layer gives both, over the same g): a reduction step reading g, or the weight-gradient GEMM's
-  BGRADA/BGRADB epilogue, which sums g over the GEMM's k dimension as it reads it (float32
-  accumulation, as the GEMM's; the reduction step accumulates float32 data in float64).
+GEMMs (kernels/cuda/cublaslt_gemm.py), chosen by measurement.
 
-A site is a relu over `matmul(a, b) + bias` (a Linear layer and its ReLU: the bias one row of the
-product's width, of its dtype) whose product and sum nothing else in the plan reads: the epilogue
-writes only the activation, so a plan that also needs the product or the pre-activation keeps the
-GEMM and the kernel. The relu's gradient reads the activation (`where(relu(z) > 0, g, 0)`,
-lazytensor.autodiff.rules), so a training step's backward does not keep the pre-activation alive.
-
-The choice is timed once per (GPU, shape, layouts, dtype) with CUDA events around short bursts, the
-two ways on the plan's own arrays, kept in memory and in the disk cache (as the CBR choices,
-lazytensor.plan.measured_choice); LAZYTENSOR_CBR_TUNE=0 keeps the GEMM and the kernel without timing.
-LAZYTENSOR_MATMUL_EPILOGUE=on takes the epilogue wherever cuBLASLt takes the arrays, =off never (the
-bench compares them so; lazytensor.assign.plans.set_matmul_epilogue_mode changes it in a running
-process). lt.explain shows the choice and the times on the Matmul step.
+Design: docs/design/plans.md, section "lazytensor/plan/heavy/matmul_epilogue.py".
 """
 from __future__ import annotations
 
