@@ -13,6 +13,8 @@ import queue
 import sys
 import threading
 
+from lazytensor.kernels import launch_log
+
 # While the worker compiles, the interpreter's caller gets the GIL back from it within this many
 # seconds instead of Python's 5 ms: numba's compiler is Python code that holds the GIL, and every
 # NumPy ufunc of an interpreted call releases and retakes it (a 2^20-element first call took 36-190 ms
@@ -58,6 +60,7 @@ class BackgroundCompiler:
             return self._idle.wait_for(lambda: self._running == 0, timeout)
 
     def _work(self) -> None:
+        launch_log.quiet_thread()       # a profile shows the caller's launches, not the compiles' runs
         while True:
             key, job = self._jobs.get()
             with self._guard:

@@ -1,6 +1,7 @@
 """Records of kernel launches for lt.profile(): backends append, only while someone listens."""
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -32,6 +33,17 @@ def listening(sink: list):
                 break
 
 
+_this_thread = threading.local()
+
+
+def quiet_thread() -> None:
+    """Launches this thread makes from now on are recorded nowhere: the background compiler's runs
+    (a kernel run once on scratch memory to compile it) are launches of no caller's."""
+    _this_thread.quiet = True
+
+
 def record(rec: KernelRecord) -> None:
+    if getattr(_this_thread, "quiet", False):
+        return
     for sink in listeners:
         sink.append(rec)

@@ -4,6 +4,7 @@ and restores it once the queue is empty (unless the program set its own meanwhil
 import sys
 import threading
 
+from lazytensor.kernels import launch_log
 from lazytensor.kernels.background_compile import SWITCH_INTERVAL, BackgroundCompiler
 
 
@@ -38,3 +39,13 @@ def test_a_failed_job_restores_it_too():
     compiler.submit("a", lambda: 1 / 0)
     assert compiler.drain(5)
     assert compiler.failed("a") and sys.getswitchinterval() == before
+
+
+def test_a_compile_s_run_is_no_launch_of_the_caller_s_profile():
+    compiler = BackgroundCompiler()
+    rec = launch_log.KernelRecord("k", "cpu", "scan", 30, "compiled", 0.1)
+    with launch_log.listening([]) as seen:
+        compiler.submit("a", lambda: launch_log.record(rec))    # as a scan's compile runs its kernel once
+        assert compiler.drain(5)
+        launch_log.record(rec)                                   # the caller's own launch
+    assert seen == [rec]
