@@ -16,7 +16,8 @@ KEY_PATTERN = re.compile(
 
 @dataclass(frozen=True)
 class ConvKey:
-    """Shapes (x: N,H,W,C; w: K,R,S,C), element dtype name and the (h, w) stride/padding/dilation."""
+    """Shapes (x: N,H,W,C; w: K,R,S,C), element dtype name, the (h, w) stride/padding/dilation, and
+    for float32 whether TF32 engines may run (a graph built without them is another graph)."""
 
     n: int
     h: int
@@ -29,14 +30,17 @@ class ConvKey:
     stride: tuple[int, int]
     padding: tuple[int, int]
     dilation: tuple[int, int]
+    tf32: bool = False
 
     @classmethod
-    def of(cls, x_shape, w_shape, dtype, stride=1, padding=0, dilation=1) -> "ConvKey":
-        """Checked constructor (same errors as conv2d)."""
+    def of(cls, x_shape, w_shape, dtype, stride=1, padding=0, dilation=1, tf32=False) -> "ConvKey":
+        """Checked constructor (same errors as conv2d); tf32 counts for float32 only."""
         checked = validate_conv_args(x_shape, w_shape, dtype, dtype, stride, padding, dilation)
         n, h, w, c = (int(d) for d in x_shape)
         k, r, s, _ = (int(d) for d in w_shape)
-        return cls(n, h, w, c, k, r, s, np.dtype(dtype).name, checked.stride, checked.padding, checked.dilation)
+        name = np.dtype(dtype).name
+        return cls(n, h, w, c, k, r, s, name, checked.stride, checked.padding, checked.dilation,
+                   bool(tf32) and name == "float32")
 
     @property
     def x_shape(self) -> tuple[int, int, int, int]:
@@ -54,9 +58,11 @@ class ConvKey:
         return (self.n, p, q, self.k)
 
     def table_key(self) -> str:
-        """The string the experience tables use, e.g. n128_h56_w56_c64_k64_r3_s3_float16_st1x1_pad1x1_dil1x1."""
+        """The string the experience tables use, e.g. n128_h56_w56_c64_k64_r3_s3_float16_st1x1_pad1x1_dil1x1
+        (float32 with TF32 engines allowed: ..._float32_tf32_st...)."""
         return (
             f"n{self.n}_h{self.h}_w{self.w}_c{self.c}_k{self.k}_r{self.r}_s{self.s}_{self.dtype}"
+            f"{'_tf32' if self.tf32 else ''}"
             f"_st{self.stride[0]}x{self.stride[1]}_pad{self.padding[0]}x{self.padding[1]}"
             f"_dil{self.dilation[0]}x{self.dilation[1]}"
         )
@@ -69,7 +75,8 @@ class ConvKey:
         g = m.groups()
         ints = [int(v) for v in g[:7]]
         rest = [int(v) for v in g[8:]]
-        return cls(*ints, g[7], (rest[0], rest[1]), (rest[2], rest[3]), (rest[4], rest[5]))
+        dtype, tf32 = (g[7][: -len("_tf32")], True) if g[7].endswith("_tf32") else (g[7], False)
+        return cls(*ints, dtype, (rest[0], rest[1]), (rest[2], rest[3]), (rest[4], rest[5]), tf32)
 
     def __str__(self) -> str:
         return self.table_key()

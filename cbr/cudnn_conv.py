@@ -4,8 +4,9 @@
     conv2d_genstats(x, w, ...)                          -> y, sum, sum_sq     (training stage 1)
     conv2d_scale_bias_relu(x, w, eq_scale, eq_bias, ...) -> y                 (inference, BN folded)
 
-x: float16 (N, H, W, C), w: float16 (K, R, S, C), y: float16 (N, P, Q, K); sum, sum_sq, eq_scale
-and eq_bias: float32 (K,). Everything is enqueued on CuPy's current stream of x's device; nothing
+x (N, H, W, C), w (K, R, S, C) and y (N, P, Q, K) of one dtype (cudnn_dtypes.GRAPH_DTYPES says
+which graph takes which; float32 runs TF32 engines where `tf32`, default lt.config.conv_allow_tf32);
+sum, sum_sq, eq_scale and eq_bias: float32 (K,). Everything is enqueued on CuPy's current stream of x's device; nothing
 waits for the GPU. Outputs are allocated from CuPy's pool unless passed in (`out=`, ...).
 cuDNN refusing a graph raises CudnnGraphRejected (the caller falls back, explain says why).
 """
@@ -16,17 +17,21 @@ import functools
 
 import numpy as np
 
+from lazytensor.kernels.config import config
+
 from .conv_key import ConvKey
 from .cudnn_cache import CompiledConvGraph, ConvGraphCache, default_cache
 from .cudnn_graphs import GraphKind
 from .cudnn_handle import import_cuda_modules
+from .cudnn_dtypes import CONV_DTYPES
+from .cudnn_support import cudnn_dtype_refusal
 
 
-def conv2d(x, w, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphCache | None = None):
-    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation)
+def conv2d(x, w, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphCache | None = None, tf32=None):
+    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation, tf32)
     with cupy.cuda.Device(device_id):
         x, w = contiguous(cupy, x), contiguous(cupy, w)
-        y = output_array(cupy, out, key.out_shape, np.float16, device_id, "out")
+        y = output_array(cupy, out, key.out_shape, x.dtype, device_id, "out")
         pointers = {"x": x.data.ptr, "w": w.data.ptr, "y": y.data.ptr}
         compiled = (cache if cache is not None else default_cache()).get(GraphKind.CONV, key, device_id, pointers)
         compiled.launch(pointers)
@@ -34,18 +39,19 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphC
 
 
 def conv2d_genstats(
-    x, w, stride=1, padding=0, dilation=1, *, out=None, sum_out=None, sum_sq_out=None, cache: ConvGraphCache | None = None
+    x, w, stride=1, padding=0, dilation=1, *, out=None, sum_out=None, sum_sq_out=None, cache: ConvGraphCache | None = None,
+    tf32=None,
 ):
     """y = conv(x, w) and the float32 per-channel sum and sum of squares of y, from one cuDNN graph.
 
     cuDNN's genstats writes the sums (it does not add to what the buffers hold: measured on cuDNN
     9.19, recorded by the tuner as genstats_outputs), so they need no zeroing first.
     """
-    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation)
+    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation, tf32)
     k = key.k
     with cupy.cuda.Device(device_id):
         x, w = contiguous(cupy, x), contiguous(cupy, w)
-        y = output_array(cupy, out, key.out_shape, np.float16, device_id, "out")
+        y = output_array(cupy, out, key.out_shape, x.dtype, device_id, "out")
         total = output_array(cupy, sum_out, (k,), np.float32, device_id, "sum_out")
         total_sq = output_array(cupy, sum_sq_out, (k,), np.float32, device_id, "sum_sq_out")
         pointers = {"x": x.data.ptr, "w": w.data.ptr, "y": y.data.ptr, "sum": total.data.ptr, "sum_sq": total_sq.data.ptr}
@@ -55,62 +61,72 @@ def conv2d_genstats(
 
 
 def conv2d_scale_bias_relu(
-    x, w, eq_scale, eq_bias, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphCache | None = None
+    x, w, eq_scale, eq_bias, stride=1, padding=0, dilation=1, *, out=None, cache: ConvGraphCache | None = None,
+    tf32=None,
 ):
     """y = relu(conv(x, w) * eq_scale + eq_bias), per output channel, in one cuDNN graph."""
-    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation)
+    cupy, key, device_id = checked_operands(x, w, stride, padding, dilation, tf32)
     with cupy.cuda.Device(device_id):
         x, w = contiguous(cupy, x), contiguous(cupy, w)
         scale = checked_vector(cupy, eq_scale, key.k, device_id, "eq_scale")
         bias = checked_vector(cupy, eq_bias, key.k, device_id, "eq_bias")
-        y = output_array(cupy, out, key.out_shape, np.float16, device_id, "out")
+        y = output_array(cupy, out, key.out_shape, x.dtype, device_id, "out")
         pointers = {"x": x.data.ptr, "w": w.data.ptr, "eq_scale": scale.data.ptr, "eq_bias": bias.data.ptr, "y": y.data.ptr}
         compiled = (cache if cache is not None else default_cache()).get(GraphKind.CONV_SCALE_BIAS_RELU, key, device_id, pointers)
         compiled.launch(pointers)
     return y
 
 
-def compiled_graph_for(kind, x_shape, w_shape, stride=1, padding=0, dilation=1, device_id=0, cache=None) -> CompiledConvGraph | None:
+def compiled_graph_for(kind, x_shape, w_shape, stride=1, padding=0, dilation=1, device_id=0, cache=None,
+                       dtype="float16", tf32=None) -> CompiledConvGraph | None:
     """The graph a call with these shapes ran (for explain: plan name, source, candidate times), or None."""
-    key = ConvKey.of(x_shape, w_shape, "float16", stride, padding, dilation)
+    key = ConvKey.of(x_shape, w_shape, dtype, stride, padding, dilation, allow_tf32(tf32))
     return (cache if cache is not None else default_cache()).entry(GraphKind(kind), key, device_id)
 
 
 # ---- argument checks (on every call: kept to attribute reads and one cached key) ---------------
 
 
-def checked_operands(x, w, stride, padding, dilation):
-    """(cupy, key, device id) for float16 CuPy x and w on one device, or a TypeError/ValueError."""
+def allow_tf32(tf32) -> bool:
+    """A call's tf32 argument: None reads lt.config.conv_allow_tf32."""
+    return config.conv_allow_tf32 if tf32 is None else bool(tf32)
+
+
+def checked_operands(x, w, stride, padding, dilation, tf32=None):
+    """(cupy, key, device id) for CuPy x and w of one conv dtype on one device, or a TypeError/ValueError."""
     cupy, _ = import_cuda_modules()
     for name, a in (("x", x), ("w", w)):
         if not isinstance(a, cupy.ndarray):
             raise TypeError(
                 f"{name} must be a CuPy array on the GPU for the cuDNN path; got {type(a).__module__}.{type(a).__name__}"
             )
-    if x.dtype != np.float16 or w.dtype != np.float16:
+    why = cudnn_dtype_refusal(x.dtype)
+    if x.dtype != w.dtype or why is not None:
         raise TypeError(
-            f"the cuDNN conv graphs take float16 x and w; got x {x.dtype}, w {w.dtype} (cast with .astype(cupy.float16))"
+            f"the cuDNN conv graphs take x and w of one dtype among {', '.join(sorted(CONV_DTYPES))}; got x {x.dtype}, "
+            f"w {w.dtype} (cast with .astype(cupy.float32))"
         )
-    key = conv_key(x.shape, w.shape, stride, padding, dilation)
+    key = conv_key(x.shape, w.shape, stride, padding, dilation, x.dtype, allow_tf32(tf32))
     device_id = x.device.id
     if w.device.id != device_id:
         raise ValueError(f"x is on device {device_id} but w is on device {w.device.id}; move one of them")
     return cupy, key, device_id
 
 
-def conv_key(x_shape, w_shape, stride, padding, dilation) -> ConvKey:
-    """ConvKey.of for float16, remembered: the checks run once per distinct call signature."""
+def conv_key(x_shape, w_shape, stride, padding, dilation, dtype="float16", tf32=False) -> ConvKey:
+    """ConvKey.of, remembered: the checks run once per distinct call signature."""
+    dtype = np.dtype(dtype)
     try:
-        return cached_conv_key(x_shape, w_shape, stride, padding, dilation)
+        return cached_conv_key(x_shape, w_shape, stride, padding, dilation, dtype, tf32)
     except TypeError as e:
         if "unhashable" not in str(e):
             raise
-        return ConvKey.of(x_shape, w_shape, "float16", stride, padding, dilation)  # list arguments
+        return ConvKey.of(x_shape, w_shape, dtype, stride, padding, dilation, tf32)  # list arguments
 
 
 @functools.lru_cache(maxsize=1024)
-def cached_conv_key(x_shape, w_shape, stride, padding, dilation) -> ConvKey:
-    return ConvKey.of(x_shape, w_shape, "float16", stride, padding, dilation)
+def cached_conv_key(x_shape, w_shape, stride, padding, dilation, dtype, tf32) -> ConvKey:
+    return ConvKey.of(x_shape, w_shape, dtype, stride, padding, dilation, tf32)
 
 
 def contiguous(cupy, a):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .conv_key import ConvKey
+from .cudnn_dtypes import data_types, excluded_notes, graph_refusal
 from .cudnn_errors import CudnnGraphRejected
 from .cudnn_handle import import_cuda_modules
 
@@ -140,6 +141,29 @@ class ConvGraph:
             return None
 
 
+def _types(cudnn, kind: GraphKind, key: ConvKey) -> tuple:
+    """(io, accumulation, float32) cudnn.data_type values of the `kind` graph for key.dtype, or
+    CudnnGraphRejected where that graph is not built in that dtype (cudnn_dtypes.GRAPH_DTYPES)."""
+    why = graph_refusal(kind.value, key.dtype)
+    if why is not None:
+        raise CudnnGraphRejected(kind.value, key, why)
+    io, acc = data_types(cudnn, key.dtype)
+    return io, acc, cudnn.data_type.FLOAT
+
+
+def _plan(cudnn, g, key: ConvKey) -> None:
+    """Validate, lower and list the plans of `g`; engines the key's math excludes (TF32 tensor cores
+    for a strict float32 conv, down-converting ones for float32 and float64) are barred by their
+    numerical notes, so they neither build nor get timed (cudnn_plans skips a barred index)."""
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    notes = excluded_notes(cudnn, key.dtype, key.tf32)
+    if notes:
+        g.deselect_numeric_notes(notes)
+    g.check_support()
+
+
 def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     """Describe, validate and plan the `kind` graph for `key`; CudnnGraphRejected if cuDNN will not."""
     kind = GraphKind(kind)
@@ -148,31 +172,29 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     if kind is GraphKind.DBN_RELU:
         return build_dbn_graph(key, handle)
     _, cudnn = import_cuda_modules()
-    if key.dtype != "float16":
-        raise CudnnGraphRejected(kind.value, key, f"the cuDNN graphs take float16 x and w; got {key.dtype}")
-    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    io, acc, f32 = _types(cudnn, kind, key)
     n, p, q, k = key.out_shape
     try:
         g = cudnn.pygraph(
             name=f"lazytensor_{kind.value}",
-            io_data_type=half,
-            intermediate_data_type=f32,
-            compute_data_type=f32,
+            io_data_type=io,
+            intermediate_data_type=acc,
+            compute_data_type=acc,
             handle=handle,
         )
         x_dims, x_strides = nchw_dims_nhwc_strides(key.n, key.c, key.h, key.w)
         w_dims, w_strides = nchw_dims_nhwc_strides(key.k, key.c, key.r, key.s)
         y_dims, y_strides = nchw_dims_nhwc_strides(n, k, p, q)
         vec_dims, vec_strides = nchw_dims_nhwc_strides(1, k, 1, 1)
-        x = g.tensor(name="x", dim=x_dims, stride=x_strides, data_type=half)
-        w = g.tensor(name="w", dim=w_dims, stride=w_strides, data_type=half)
+        x = g.tensor(name="x", dim=x_dims, stride=x_strides, data_type=io)
+        w = g.tensor(name="w", dim=w_dims, stride=w_strides, data_type=io)
         conv = g.conv_fprop(
             image=x,
             weight=w,
             padding=list(key.padding),
             stride=list(key.stride),
             dilation=list(key.dilation),
-            compute_data_type=f32,
+            compute_data_type=acc,
             name="conv",
         )
         tensors = {"x": x, "w": w}
@@ -185,7 +207,7 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
             tensors.update(eq_scale=scale, eq_bias=bias)
         else:
             y = conv
-        y.set_output(True).set_data_type(half).set_dim(y_dims).set_stride(y_strides)
+        y.set_output(True).set_data_type(io).set_dim(y_dims).set_stride(y_strides)
         tensors["y"] = y
         if kind is GraphKind.CONV_GENSTATS:
             total, total_sq = g.genstats(input=y, name="genstats")
@@ -193,10 +215,7 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
                 t.set_output(True).set_data_type(f32).set_dim(vec_dims).set_stride(vec_strides)
             tensors.update(sum=total, sum_sq=total_sq)
 
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
+        _plan(cudnn, g, key)
     except cudnn.cudnnGraphNotSupportedError as e:
         raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
     except (RuntimeError, ValueError) as e:
@@ -210,41 +229,37 @@ def build_conv_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
 def build_conv_backward_graph(kind: GraphKind, key: ConvKey, handle) -> ConvGraph:
     """The conv_dgrad (dy, w -> dx) or conv_wgrad (x, dy -> dw) graph for `key`, the forward conv's
     shapes. cuDNN cannot infer a backward output's dims (several inputs give one output size under
-    a stride), so they are set here. dw is written in float16, like the weights: a float32 dw gets
-    one slow plan only on cuDNN 9.19 (the accumulation is float32 either way)."""
+    a stride), so they are set here. dx and dw are written in the operands' dtype, like x and the
+    weights: a float32 dw of float16 operands gets one slow plan only on cuDNN 9.19 (the accumulation
+    is float32 either way)."""
     _, cudnn = import_cuda_modules()
-    if key.dtype != "float16":
-        raise CudnnGraphRejected(kind.value, key, f"the cuDNN graphs take float16 x and w; got {key.dtype}")
-    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    io, acc, f32 = _types(cudnn, kind, key)
     n, p, q, k = key.out_shape
     try:
         g = cudnn.pygraph(
             name=f"lazytensor_{kind.value}",
-            io_data_type=half,
-            intermediate_data_type=f32,
-            compute_data_type=f32,
+            io_data_type=io,
+            intermediate_data_type=acc,
+            compute_data_type=acc,
             handle=handle,
         )
         x_dims, x_strides = nchw_dims_nhwc_strides(key.n, key.c, key.h, key.w)
         w_dims, w_strides = nchw_dims_nhwc_strides(key.k, key.c, key.r, key.s)
         y_dims, y_strides = nchw_dims_nhwc_strides(n, k, p, q)
         conv = dict(padding=list(key.padding), stride=list(key.stride), dilation=list(key.dilation),
-                    compute_data_type=f32)
-        dy = g.tensor(name="dy", dim=y_dims, stride=y_strides, data_type=half)
+                    compute_data_type=acc)
+        dy = g.tensor(name="dy", dim=y_dims, stride=y_strides, data_type=io)
         if kind is GraphKind.CONV_DGRAD:
-            w = g.tensor(name="w", dim=w_dims, stride=w_strides, data_type=half)
+            w = g.tensor(name="w", dim=w_dims, stride=w_strides, data_type=io)
             dx = g.conv_dgrad(loss=dy, filter=w, name="dgrad", **conv)
-            dx.set_output(True).set_data_type(half).set_dim(x_dims).set_stride(x_strides)
+            dx.set_output(True).set_data_type(io).set_dim(x_dims).set_stride(x_strides)
             tensors = {"dy": dy, "w": w, "dx": dx}
         else:
-            x = g.tensor(name="x", dim=x_dims, stride=x_strides, data_type=half)
+            x = g.tensor(name="x", dim=x_dims, stride=x_strides, data_type=io)
             dw = g.conv_wgrad(image=x, loss=dy, name="wgrad", **conv)
-            dw.set_output(True).set_data_type(half).set_dim(w_dims).set_stride(w_strides)
+            dw.set_output(True).set_data_type(io).set_dim(w_dims).set_stride(w_strides)
             tensors = {"x": x, "dy": dy, "dw": dw}
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
+        _plan(cudnn, g, key)
     except cudnn.cudnnGraphNotSupportedError as e:
         raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
     except (RuntimeError, ValueError) as e:     # as build_conv_graph: no graph, the caller falls back
@@ -257,13 +272,11 @@ def build_dbn_graph(key: ConvKey, handle) -> ConvGraph:
     """The dbn_relu graph over key.out_shape; CudnnGraphRejected if cuDNN will not take it."""
     kind = GraphKind.DBN_RELU
     _, cudnn = import_cuda_modules()
-    if key.dtype != "float16":
-        raise CudnnGraphRejected(kind.value, key, f"the cuDNN dBN graph takes float16 activations; got {key.dtype}")
-    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    half, acc, f32 = _types(cudnn, kind, key)
     n, p, q, k = key.out_shape
     try:
-        g = cudnn.pygraph(name="lazytensor_dbn_relu", io_data_type=half, intermediate_data_type=f32,
-                          compute_data_type=f32, handle=handle)
+        g = cudnn.pygraph(name="lazytensor_dbn_relu", io_data_type=half, intermediate_data_type=acc,
+                          compute_data_type=acc, handle=handle)
         y_dims, y_strides = nchw_dims_nhwc_strides(n, k, p, q)
         vec_dims, vec_strides = nchw_dims_nhwc_strides(1, k, 1, 1)
         dy = g.tensor(name="dy", dim=y_dims, stride=y_strides, data_type=half)
@@ -271,16 +284,13 @@ def build_dbn_graph(key: ConvKey, handle) -> ConvGraph:
         y = g.tensor(name="y", dim=y_dims, stride=y_strides, data_type=half)
         gamma, mean, inv_var = (g.tensor(name=name, dim=vec_dims, stride=vec_strides, data_type=f32)
                                 for name in ("gamma", "mean", "inv_var"))
-        dym = g.scale(input=dy, scale=mask, compute_data_type=f32, name="drelu")
+        dym = g.scale(input=dy, scale=mask, compute_data_type=acc, name="drelu")
         dx, dgamma, dbeta = g.batchnorm_backward(grad=dym, input=y, scale=gamma, mean=mean, inv_variance=inv_var,
                                                  name="dbn")
         dx.set_output(True).set_data_type(half).set_dim(y_dims).set_stride(y_strides)
         for t in (dgamma, dbeta):
             t.set_output(True).set_data_type(f32).set_dim(vec_dims).set_stride(vec_strides)
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
+        _plan(cudnn, g, key)
     except cudnn.cudnnGraphNotSupportedError as e:
         raise CudnnGraphRejected(kind.value, key, str(e).strip() or type(e).__name__) from e
     except (RuntimeError, ValueError, TypeError, AttributeError) as e:   # as build_conv_graph: the caller falls back

@@ -17,6 +17,8 @@ from lazytensor.reuse.replay import release_all as release_graphs
 from lazytensor.kernels.backend import default_device, cuda_usable
 from lazytensor.kernels.cache import CacheWarning
 from lazytensor.kernels.cuda.device_memory import DeviceOutOfMemory
+# The GPU math switches (TF32, host fallback): lt.config.conv_allow_tf32, matmul_allow_tf32, allow_host.
+from lazytensor.kernels.config import config, UnsupportedOnDevice, HostFallbackWarning
 from lazytensor.ops.reductions import sum, prod, mean, max, min, any, all, var, std, argmax, argmin
 from lazytensor.ops.views import transpose, swapaxes, moveaxis, reshape, ravel, broadcast_to, expand_dims, squeeze
 from lazytensor.ops.conv_bn import conv2d, batch_norm, BatchNormSaved
@@ -88,6 +90,7 @@ __all__ = [
     "sum", "prod", "mean", "max", "min", "any", "all", "var", "std", "argmax", "argmin", "transpose", "swapaxes",
     "moveaxis", "reshape", "ravel", "broadcast_to", "expand_dims", "squeeze", "conv2d", "batch_norm",
     "BatchNormSaved", "CBR", "CacheWarning", "DeviceOutOfMemory",
+    "config", "UnsupportedOnDevice", "HostFallbackWarning",
     "conv2d_backward_data", "conv2d_backward_filter",
     "matmul", "max_pool2d", "avg_pool2d", "logsumexp", "log_softmax", "softmax", "cross_entropy",
     "assign",

@@ -9,9 +9,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from lazytensor.kernels.config import config
+
 OP_N, OP_T = 0, 1
 _DATA_TYPE = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.float64): 1}    # cudaDataType
 _COMPUTE_32F, _COMPUTE_64F = 68, 70                 # cublasComputeType_t
+_COMPUTE_32F_FAST_TF32 = 77                         # float32 data on TF32 tensor cores
 _ALGO_DEFAULT = -1                                  # CUBLAS_GEMM_DEFAULT
 WORKSPACE_BYTES = 32 << 20                          # cuBLAS's recommendation for Hopper
 _INT_MAX = 2**31 - 1
@@ -165,6 +168,29 @@ def _handle_for(lib, device_id: int):
     return h
 
 
+def compute_type(dtype) -> int:
+    """cuBLAS's compute type for `dtype` data: float64 in float64; float32 in full float32 unless
+    lt.config.matmul_allow_tf32 (then TF32 tensor cores, as PyTorch's allow_tf32); float16 accumulates
+    in float32. Read at each call (a captured graph keeps its own; a change of the switch drops them)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return _COMPUTE_64F
+    if dtype == np.float32 and config.matmul_allow_tf32:
+        return _COMPUTE_32F_FAST_TF32
+    return _COMPUTE_32F
+
+
+def math_words(dtype) -> str:
+    """What explain says of a matmul's math."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return ("float32 (TF32 tensor cores: lt.config.matmul_allow_tf32)" if config.matmul_allow_tf32
+                else "float32 (strict: CUBLAS_COMPUTE_32F, lt.config.matmul_allow_tf32 = False)")
+    if dtype == np.float64:
+        return "float64"
+    return f"{dtype.name} (float32 accumulation)"
+
+
 def run_gemm(args: GemmArguments, a, b, out) -> None:
     """out[...] = a @ b on the current stream of out's device, as `args` (gemm_arguments) says."""
     import cupy
@@ -174,7 +200,7 @@ def run_gemm(args: GemmArguments, a, b, out) -> None:
     lib.set_workspace(handle, workspace.data.ptr, WORKSPACE_BYTES)    # setting the stream resets it
     dtype = out.dtype
     data_type = _DATA_TYPE[dtype]
-    compute = _COMPUTE_64F if dtype == np.float64 else _COMPUTE_32F
+    compute = compute_type(dtype)
     one, zero = _ONE_ZERO[np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)]
     x, y = (a, b) if args.first == "a" else (b, a)
     if args.batch == 1:

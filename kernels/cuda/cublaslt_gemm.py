@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.kernels import launch_log
-from lazytensor.kernels.cuda.cublas_gemm import _COMPUTE_32F, _COMPUTE_64F, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib, checked, load_library
+from lazytensor.kernels.cuda.cublas_gemm import compute_type, _DATA_TYPE, _ONE_ZERO, WORKSPACE_BYTES, GemmArguments, _handle_for, _lib, checked, load_library
 
 # cublasLtEpilogue_t: CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS (the bias an input), _BGRADA, _BGRADB (the
 # "bias" an output: the sum of cuBLAS's A' or B' over the k dimension, the bias gradient of a Linear
@@ -101,10 +101,9 @@ class _Plan:
     """The descriptors and algorithm of one epilogue GEMM: made once (the heuristic query is host
     work), used by every call with the same shapes, layouts, dtype and alignments."""
 
-    def __init__(self, lt, handle, args: GemmArguments, dtype, epilogue: str, alignments):
+    def __init__(self, lt, handle, args: GemmArguments, dtype, epilogue: str, alignments, compute):
         c = lt.ctypes
         data_type = _DATA_TYPE[np.dtype(dtype)]
-        compute = _COMPUTE_64F if dtype == np.float64 else _COMPUTE_32F
         scale = _DATA_TYPE[np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)]
         self.desc = c.c_void_p()
         lt.desc_create(c.byref(self.desc), compute, scale)
@@ -149,10 +148,11 @@ def run_epilogue_gemm(args: GemmArguments, a, b, bias, out, epilogue: str = "rel
     handle = lt.handle(device)
     x, y = (a, b) if args.first == "a" else (b, a)
     ptrs = (x.data.ptr, y.data.ptr, out.data.ptr, bias.data.ptr)
-    key = (device, args, out.dtype, epilogue, _alignment(*ptrs[:3], ptrs[2]))
+    compute = compute_type(out.dtype)
+    key = (device, args, out.dtype, epilogue, compute, _alignment(*ptrs[:3], ptrs[2]))
     plan = _plans.get(key)
     if plan is None:
-        plan = _plans[key] = _Plan(lt, handle, args, out.dtype, epilogue, key[-1])
+        plan = _plans[key] = _Plan(lt, handle, args, out.dtype, epilogue, key[-1], compute)
     c = lt.ctypes
     bias_ptr = c.c_void_p(ptrs[3])
     lt.desc_set(plan.desc, _DESC_BIAS_POINTER, c.byref(bias_ptr), c.sizeof(bias_ptr))

@@ -16,6 +16,7 @@ from lazytensor.reuse.bounded import make_room
 from lazytensor.assign.evaluate import evaluate
 from lazytensor.step.recorded import RecordedAssignment
 from lazytensor.plan.steps import interrupts_deferred
+from lazytensor.kernels.config import config
 from lazytensor.plan.step_summary import counted, step_lines, summarized
 
 _MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second plan)
@@ -60,7 +61,7 @@ class TrainStep:
 
     def __call__(self, x, labels):
         key = (_signature(x, "x"), _signature(labels, "labels"), self.optimizer.hyperparameters(),
-               self.scaler.hyperparameters() if self.amp else None)
+               self.scaler.hyperparameters() if self.amp else None, config.state())
         planned = self._plans.get(key)
         # Ctrl-C during the step arrives after it: parameters and state are never half updated.
         with interrupts_deferred():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazytensor.core.expr import Expr
-from lazytensor.ops.conv_bn import ConvAttrs, _checked_conv, _tensor_operand
+from lazytensor.ops.conv_bn import ConvAttrs, _checked_conv, _tensor_operand, device_refusal
 from lazytensor.plan.conv.conv_backward import FIRST_LAYER_NOTE
 
 
@@ -60,6 +60,7 @@ def conv2d_backward_data(dy, w, x_shape, attrs: ConvAttrs | None = None, *, stri
     checked, attrs = _conv_attrs(attrs, stride, padding, dilation, x_shape, tuple(w.shape), dy.dtype, w.dtype, what)
     _check_dy(dy, checked, x_shape, w.shape, what)
     _same_device(dy, w, ("dy", "w"), what)
+    device_refusal(what, dy)
     return Expr("conv2d_backward_data", (dy, w), x_shape, dy.dtype, dy.device, heavy=True, attrs=attrs)
 
 
@@ -76,6 +77,7 @@ def conv2d_backward_filter(x, dy, w_shape, attrs: ConvAttrs | None = None, *, st
     checked, attrs = _conv_attrs(attrs, stride, padding, dilation, tuple(x.shape), w_shape, x.dtype, dy.dtype, what)
     _check_dy(dy, checked, x.shape, w_shape, what)
     _same_device(x, dy, ("x", "dy"), what)
+    device_refusal(what, x)
     if first_layer:
         attrs = FirstLayerWgradAttrs(attrs.stride, attrs.padding, attrs.dilation)
     return Expr("conv2d_backward_filter", (x, dy), w_shape, x.dtype, x.device, heavy=True, attrs=attrs)

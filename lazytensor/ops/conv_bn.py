@@ -16,6 +16,7 @@ import numpy as np
 from lazytensor.core.expr import Expr
 from lazytensor.core import tensor as _tensor
 from lazytensor.cbr.conv_args import validate_conv_args
+from lazytensor.kernels.config import UnsupportedOnDevice, config
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,20 @@ def _checked_conv_cached(*args):
     return validate_conv_args(*args)
 
 
+def device_refusal(what, x, w_shape=None):
+    """On CUDA, where no cuDNN graph can take a conv of x's dtype (or no cuDNN is there at all): the
+    error at the line building the node, unless lt.config.allow_host (the planner then warns once
+    and runs it on the host). What only a graph build can tell (a shape cuDNN rejects) is raised
+    when the plan first runs."""
+    if x.device != "cuda" or config.allow_host:
+        return
+    from lazytensor.cbr.cudnn_support import cudnn_dtype_refusal, cudnn_fix, cudnn_unavailable_reason
+    why = cudnn_dtype_refusal(x.dtype) or cudnn_unavailable_reason()
+    if why is not None:
+        shapes = f" of x {tuple(x.shape)} {x.dtype}" + (f" by w {tuple(w_shape)}" if w_shape is not None else "")
+        raise UnsupportedOnDevice(f"{what}{shapes}", f"cuDNN cannot take it: {why}", cudnn_fix(x.dtype))
+
+
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1):
     """2-D convolution (cross-correlation, as in PyTorch) of NHWC x with KRSC weights w.
 
@@ -132,6 +147,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1):
     checked = _checked_conv(x.shape, w.shape, x.dtype, w.dtype, stride, padding, dilation)
     if w.device != x.device:
         raise ValueError(f"conv2d: x is on {x.device!r} but w is on {w.device!r}")
+    device_refusal("conv2d", x, w.shape)
     node = Expr("conv2d", (x, w), checked.out_shape, x.dtype, x.device, heavy=True,
                 attrs=ConvAttrs(checked.stride, checked.padding, checked.dilation))
     if bias is not None:

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from lazytensor.core.expr import Const
+from lazytensor.kernels.config import config
 from lazytensor.reuse import replay as graph_replay
 from lazytensor.reuse.bounded import make_room
 from lazytensor.core.memory import address, extent, owner, owner_address
@@ -382,6 +383,10 @@ def clear() -> None:
     for recipe in list(_recipes.values()):
         _release(recipe)
     _recipes.clear()
+
+
+# A change of lt.config (TF32, allow_host) drops the kept plans: their steps baked the old switches in.
+config.on_change(clear)
 
 
 def count() -> int:

@@ -40,4 +40,5 @@ def test_shape_refusals_name_the_fix():
     assert cudnn_shape_refusal((8, 56, 56, 64), (64, 3, 3, 64), "float16") is None
     assert "pad C to 8" in cudnn_shape_refusal((8, 224, 224, 3), (64, 3, 3, 3), "float16")
     assert "pad K to 24" in cudnn_shape_refusal((8, 56, 56, 64), (20, 3, 3, 64), "float16")
-    assert "takes float16" in cudnn_shape_refusal((8, 56, 56, 64), (64, 3, 3, 64), "float32")
+    assert cudnn_shape_refusal((8, 56, 56, 64), (64, 3, 3, 64), "float32") is None
+    assert "got int32" in cudnn_shape_refusal((8, 56, 56, 64), (64, 3, 3, 64), "int32")

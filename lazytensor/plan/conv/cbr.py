@@ -10,12 +10,13 @@ import numpy as np
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr, apply
+from lazytensor.kernels.config import host_or_raise
 from lazytensor.kernels.ops import OPS
 from lazytensor.kernels.program import with_relu_mask
 from lazytensor.core.memory import may_overlap
 from lazytensor.plan.conv.channel_padding import cudnn_after_padding, padded_forward
 from lazytensor.plan.conv.operands import contiguous, conv_operands
-from lazytensor.plan.conv.stage1 import choose_stage1, statistics_step
+from lazytensor.plan.conv.stage1 import REDUCTION, choose_stage1, genstats_refusal, statistics_step
 from lazytensor.plan.conv.steps import CommitStep, Conv2dStep, FinalizeStep, InferenceGraphStep
 from lazytensor.plan.elementwise import aliased, copy_step
 from lazytensor.plan.lower import lower
@@ -42,6 +43,8 @@ def _conv_step(backend, x, w, attrs, y, fused):
         raise ValueError(f"fused=True but the fused CBR path cannot run: {why}")
     if cudnn_after_padding(x.shape, w.shape, x.dtype):     # C=3 of a first layer, K=10 of a classifier
         return padded_forward(backend, x.data, w.data, attrs, y)
+    from lazytensor.cbr.cudnn_support import cudnn_fix
+    host_or_raise(f"conv2d of x {x.shape} {x.dtype} by w {w.shape}", f"cuDNN cannot take it: {why}", cudnn_fix(x.dtype))
     return Conv2dStep(backend, x.data, w.data, attrs, y, "host", note=f"cuDNN path not taken: {why}")
 
 
@@ -101,9 +104,12 @@ def build_batch_norm(node, backend, cut, out):
                                   a.momentum, a.eps, eq, training=False))
     else:
         saved = [next(rows), next(rows)]
-        if conv is not None and conv.path == "cudnn":
+        if conv is not None and conv.path == "cudnn" and genstats_refusal(x.dtype) is None:
             choice, times = choose_stage1(backend, x, w, x_node.attrs, y)
             a.saved.path = f"stage 1: {choice}" + (f" ({times})" if times else "")
+        elif conv is not None and conv.path == "cudnn":     # float32, bfloat16, float64: no genstats engine
+            choice = REDUCTION
+            a.saved.path = f"stage 1: cudnn + statistics reduction ({genstats_refusal(x.dtype)})"
         else:
             choice = "conv + statistics reduction"
             a.saved.path = f"stage 1: {'im2col + BLAS' if backend.host_memory else conv.path if conv else 'input'}" \
@@ -191,7 +197,10 @@ def inference_graph_plan(root, out, backend, cutter):
     if not (isinstance(bn, Expr) and bn.op == "batch_norm" and not bn.attrs.training):
         return None
     conv = bn.args[0]
-    if not (isinstance(conv, Expr) and conv.op == "conv2d") or out.dtype != np.float16:
+    from lazytensor.cbr.cudnn_dtypes import graph_refusal
+    if not (isinstance(conv, Expr) and conv.op == "conv2d") or out.dtype != conv.dtype:
+        return None
+    if graph_refusal("conv_scale_bias_relu", out.dtype) is not None:
         return None
     if not out.flags.c_contiguous:
         return None

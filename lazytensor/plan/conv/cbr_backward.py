@@ -241,8 +241,10 @@ def _cudnn_dbn_refusal(node) -> str | None:
     """Why the cuDNN dbn_relu graph cannot take this node, or None."""
     if not node.attrs.relu:
         return "no ReLU mask (the batch_norm form)"
-    if node.dtype != np.float16:
-        return f"the graph takes float16 activations, not {node.dtype.name}"
+    from lazytensor.cbr.cudnn_dtypes import graph_refusal
+    why = graph_refusal("dbn_relu", node.dtype)
+    if why is not None:
+        return why
     if len(node.shape) != 4 or node.shape[-1] % 8:
         return "cuDNN takes NHWC activations with a multiple of 8 channels"
     from lazytensor.cbr.cudnn_support import cudnn_unavailable_reason
@@ -304,7 +306,7 @@ class DbnGraphStep(Step):
     into scratch rows (their own nodes compute them where asked for); the own kernels where cuDNN
     rejects the graph for the shape (remembered, and shown by explain)."""
     __slots__ = ("backend", "inputs", "out", "scratch", "fallback", "note", "built")
-    rejected: dict = {}     # shape -> cuDNN's reason
+    rejected: dict = {}     # (shape, dtype name) -> cuDNN's reason
 
     def __init__(self, backend, inputs, out, fallback, note=""):
         self.backend, self.inputs, self.out, self.fallback, self.note = backend, tuple(inputs), out, fallback, note
@@ -316,7 +318,7 @@ class DbnGraphStep(Step):
         if graph is not None:
             graph.relaunch([a.data.ptr for a in (*self.inputs, self.out, *self.scratch)])
             return
-        if tuple(self.out.shape) not in self.rejected:
+        if self._key() not in self.rejected:
             from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
             try:
                 self.launch_graph()
@@ -336,15 +338,19 @@ class DbnGraphStep(Step):
             cudnn_dbn.dbn_relu(dy, mask, y, gamma, mean, inv_var, dx=self.out, dgamma=self.scratch[0],
                                dbeta=self.scratch[1])
         except CudnnGraphRejected as e:
-            self.rejected[shape] = e.reason
+            self.rejected[self._key()] = e.reason
             raise
-        self.built.value = cudnn_dbn.compiled_dbn_graph_for(shape, getattr(self.out.device, "id", 0))
+        self.built.value = cudnn_dbn.compiled_dbn_graph_for(shape, getattr(self.out.device, "id", 0),
+                                                            dtype=self.out.dtype)
 
     def capture_refusal(self):
-        return first_refusal(self.fallback) if tuple(self.out.shape) in self.rejected else None
+        return first_refusal(self.fallback) if self._key() in self.rejected else None
+
+    def _key(self):
+        return (tuple(self.out.shape), self.out.dtype.name)
 
     def describe(self, source: bool = True) -> str:
-        reason = self.rejected.get(tuple(self.out.shape))
+        reason = self.rejected.get(self._key())
         if reason is not None:
             return (f"CBR backward stage 1 on cuda: cuDNN rejected the dbn_relu graph ({reason}); own kernels:\n"
                     + "\n".join("    " + s.describe(source) for s in self.fallback))

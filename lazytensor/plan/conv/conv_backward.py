@@ -3,13 +3,15 @@
 Each is one step, like the forward conv alone (lazytensor.plan.conv.cbr.build_conv2d): on the CPU
 per-tap BLAS (cbr/conv_cpu.py); on CUDA a cuDNN frontend conv_dgrad / conv_wgrad graph, cached per
 shape like the forward graphs, with its plan from the experience tables, timing or cuDNN's heuristic
-(cbr/cudnn_cache.py); where cuDNN cannot take the call (not float16, channels not a multiple of 8, no
-cuDNN, or cuDNN rejecting the graph) on the host, which explain says, with the reason. The step
+(cbr/cudnn_cache.py); where cuDNN cannot take the call (a dtype it has no engine for, no
+cuDNN, or cuDNN rejecting the graph) an UnsupportedOnDevice error, or with lt.config.allow_host on
+the host, which explain says, with the reason. The step
 writes the plan's destination itself when that is dense and shares no memory with its operands.
 """
 from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.kernels.config import host_or_raise
 from lazytensor.core.memory import may_overlap
 from lazytensor.plan.conv.channel_padding import cudnn_after_padding, padded_backward
 from lazytensor.plan.conv.operands import contiguous
@@ -30,8 +32,13 @@ def backward_path(backend, x_shape, w_shape, dtype):
 def backward_step(backend, kind, a, b, x_shape, w_shape, attrs, out, path, note=""):
     """A ConvBackwardStep; where cuDNN refuses the conv for its channel counts alone, the same on
     zero-padded channels (lazytensor.plan.conv.channel_padding) instead of on the host."""
-    if path == "host" and cudnn_after_padding(x_shape, w_shape, a.dtype):
-        return padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, note=getattr(attrs, "note", ""))
+    if path == "host":
+        if cudnn_after_padding(x_shape, w_shape, a.dtype):
+            return padded_backward(backend, kind, a, b, x_shape, w_shape, attrs, out, note=getattr(attrs, "note", ""))
+        from lazytensor.cbr.cudnn_support import cudnn_fix, cudnn_shape_refusal, cudnn_unavailable_reason
+        why = cudnn_unavailable_reason() or cudnn_shape_refusal(x_shape, w_shape, a.dtype)
+        host_or_raise(f"the {kind} of the conv of x {tuple(x_shape)} by w {tuple(w_shape)} ({a.dtype})",
+                      f"cuDNN cannot take it: {why}", cudnn_fix(a.dtype))
     return ConvBackwardStep(backend, kind, a, b, x_shape, w_shape, attrs, out, path, note)
 
 

@@ -71,3 +71,9 @@ def _measure(backend, x, w, attrs, y):
     t_red = burst_ms(conv_then_reduce, bursts=3, burst=5, warmup=1)
     choice = GENSTATS if t_gen <= t_red else REDUCTION
     return choice, f"measured: conv+genstats {t_gen:.3f} ms, conv + reduction {t_red:.3f} ms", True
+
+
+def genstats_refusal(dtype) -> str | None:
+    """Why stage 1 cannot be the conv_fprop + genstats graph in this dtype, or None (float16)."""
+    from lazytensor.cbr.cudnn_dtypes import graph_refusal
+    return graph_refusal("conv_genstats", dtype)

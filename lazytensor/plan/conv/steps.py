@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lazytensor.cbr import finalize_cpu
 from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, conv2d_nhwc
+from lazytensor.kernels.config import config, host_or_raise
 from lazytensor.plan.conv import saved_results
 from lazytensor.plan.steps import Learned, Step, first_refusal
 
@@ -19,14 +20,35 @@ def _checked(dispatcher):
 finalize_cpu.prepare_dispatcher = _checked
 
 
+def conv_tf32(dtype) -> bool:
+    """Whether a conv of this dtype planned now may run on TF32 engines (float32 and
+    lt.config.conv_allow_tf32): fixed in the step, so a kept plan keeps its math."""
+    from lazytensor.cbr.cudnn_dtypes import uses_tf32
+    return uses_tf32(dtype, config.conv_allow_tf32)
+
+
+def math_note(dtype, tf32) -> str:
+    from lazytensor.cbr.cudnn_dtypes import math_words
+    return f"math: {math_words(dtype, tf32)}"
+
+
+def host_fallback(op, reason, fix=""):
+    """A cuDNN graph rejected at a step's first run: UnsupportedOnDevice, or with lt.config.allow_host
+    a one-time warning (the step then computes on the host)."""
+    host_or_raise(op, reason, fix or "cast the operands to float16 or float32 (x.astype(lt.float32))")
+
+
 class Conv2dStep(Step):
-    """y = conv2d(x, w): cuDNN on CUDA, im2col + BLAS on the CPU; optionally with genstats sums."""
-    __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built")
+    """y = conv2d(x, w): cuDNN on CUDA, im2col + BLAS on the CPU; optionally with genstats sums.
+    "host" (cuDNN cannot take the conv, lt.config.allow_host): on the host, copied back."""
+    __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built", "tf32", "rejected")
 
     def __init__(self, backend, x, w, attrs, out, path, sums=None, note=""):
         self.backend, self.x, self.w, self.attrs, self.out = backend, x, w, attrs, out
         self.path, self.sums, self.note = path, sums, note
         self.built = Learned()    # the cuDNN graph the first run built and checked
+        self.tf32 = conv_tf32(x.dtype)
+        self.rejected = None      # why cuDNN rejected the graph at the first run (allow_host: on the host)
 
     def run(self):
         graph = self.built.value
@@ -39,45 +61,57 @@ class Conv2dStep(Step):
         a = self.attrs
         if self.path == "cpu":
             conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
-        elif self.path == "cudnn":
+            return
+        if self.path.startswith("cudnn") and self.rejected is None:
             from lazytensor.cbr import cudnn_conv
-            cudnn_conv.conv2d(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
-            self.built.value = self._compiled("conv")
-        elif self.path == "cudnn-genstats":
-            from lazytensor.cbr import cudnn_conv
-            total, total_sq = self.sums
-            cudnn_conv.conv2d_genstats(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out,
-                                       sum_out=total, sum_sq_out=total_sq)
-            self.built.value = self._compiled("conv_genstats")
-        else:   # "host": cuDNN cannot take this conv; computed on the host and copied back
-            import cupy
-            y = conv2d_nhwc(cupy.asnumpy(self.x), cupy.asnumpy(self.w), a.stride, a.padding, a.dilation)
-            self.out.set(y)
+            from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+            try:
+                if self.path == "cudnn":
+                    cudnn_conv.conv2d(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out, tf32=self.tf32)
+                    self.built.value = self._compiled("conv")
+                else:
+                    total, total_sq = self.sums
+                    cudnn_conv.conv2d_genstats(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out,
+                                               sum_out=total, sum_sq_out=total_sq, tf32=self.tf32)
+                    self.built.value = self._compiled("conv_genstats")
+                return
+            except CudnnGraphRejected as e:
+                if self.sums is not None:   # the genstats graph: its sums have no host form here
+                    raise
+                host_fallback(f"conv2d of x {self.x.shape} {self.x.dtype} by w {self.w.shape}",
+                              f"cuDNN rejected the graph ({e.reason})")
+                self.rejected = e.reason
+        # "host" (or a graph cuDNN rejected), with lt.config.allow_host: on the host, copied back
+        import cupy
+        y = conv2d_nhwc(cupy.asnumpy(self.x), cupy.asnumpy(self.w), a.stride, a.padding, a.dilation)
+        self.out.set(y)
 
     def capture_refusal(self):
-        if self.path.startswith("cudnn"):
+        if self.path.startswith("cudnn") and self.rejected is None:
             return None
-        return f"the conv runs on the {'host' if self.path == 'host' else 'CPU'}"
+        return f"the conv runs on the {'CPU' if self.path == 'cpu' else 'host'}"
 
     def _compiled(self, kind):
         from lazytensor.cbr.cudnn_conv import compiled_graph_for
         a = self.attrs
         return compiled_graph_for(kind, self.x.shape, self.w.shape, a.stride, a.padding, a.dilation,
-                                  self.x.device.id)
+                                  self.x.device.id, dtype=self.x.dtype, tf32=self.tf32)
 
     def describe(self, source: bool = True) -> str:
         what = {"cpu": "im2col + BLAS matmul (NumPy)", "cudnn": "cuDNN conv_fprop graph",
                 "cudnn-genstats": "cuDNN conv_fprop + genstats graph (per-channel sum and sum of squares)",
-                "host": "on the host: im2col + BLAS, copied back to the device"}[self.path]
+                "host": "on the host (lt.config.allow_host): im2col + BLAS, copied back to the device"}[self.path]
+        if self.rejected is not None:
+            what = f"on the host (lt.config.allow_host): cuDNN rejected the graph ({self.rejected}), copied back"
         text = (f"Conv2d on {self.backend.name}: {self.x.shape} * {self.w.shape} -> {self.out.shape} "
                 f"{self.out.dtype}, stride {self.attrs.stride}, padding {self.attrs.padding}, "
                 f"dilation {self.attrs.dilation}: {what}")
-        if self.path.startswith("cudnn") and source:
-            from lazytensor.cbr.cudnn_conv import compiled_graph_for
+        if self.path.startswith("cudnn") and self.rejected is None:
+            text += f"; {math_note(self.x.dtype, self.tf32)}"
+        if self.path.startswith("cudnn") and self.rejected is None and source:
             kind = "conv_genstats" if self.path == "cudnn-genstats" else "conv"
             try:
-                compiled = compiled_graph_for(kind, self.x.shape, self.w.shape, self.attrs.stride,
-                                              self.attrs.padding, self.attrs.dilation, self.x.device.id)
+                compiled = self._compiled(kind)
             except Exception:   # the graph kind names are the cbr package's; explain must not fail
                 compiled = None
             if compiled is not None:
@@ -161,16 +195,17 @@ class CommitStep(Step):
 class InferenceGraphStep(Step):
     """relu(conv(x, w) * eq_scale + eq_bias) as one cuDNN graph; conv + the fused epilogue kernel
     where cuDNN rejects that graph for the shape (remembered, and shown by explain)."""
-    __slots__ = ("backend", "x", "w", "attrs", "eq", "out", "fallback", "built")
-    rejected: dict = {}   # (x shape, w shape, attrs) -> cuDNN's reason
+    __slots__ = ("backend", "x", "w", "attrs", "eq", "out", "fallback", "built", "tf32")
+    rejected: dict = {}   # (x shape, w shape, dtype, tf32, attrs) -> cuDNN's reason
 
     def __init__(self, backend, x, w, attrs, eq, out, fallback):
         self.backend, self.x, self.w, self.attrs, self.eq, self.out = backend, x, w, attrs, eq, out
         self.fallback = fallback      # steps: conv into a temporary, then the epilogue kernel into out
         self.built = Learned()    # the cuDNN graph the first run built and checked
+        self.tf32 = conv_tf32(x.dtype)
 
     def _key(self):
-        return (self.x.shape, self.w.shape, self.attrs)
+        return (self.x.shape, self.w.shape, self.x.dtype.name, self.tf32, self.attrs)
 
     def run(self):
         graph = self.built.value
@@ -184,9 +219,10 @@ class InferenceGraphStep(Step):
             a = self.attrs
             try:
                 cudnn_conv.conv2d_scale_bias_relu(self.x, self.w, *self.eq, a.stride, a.padding, a.dilation,
-                                                  out=self.out)
+                                                  out=self.out, tf32=self.tf32)
                 self.built.value = cudnn_conv.compiled_graph_for("conv_scale_bias_relu", self.x.shape, self.w.shape,
-                                                                 a.stride, a.padding, a.dilation, self.x.device.id)
+                                                                 a.stride, a.padding, a.dilation, self.x.device.id,
+                                                                 dtype=self.x.dtype, tf32=self.tf32)
                 return
             except CudnnGraphRejected as e:
                 self.rejected[self._key()] = str(e)
@@ -200,7 +236,8 @@ class InferenceGraphStep(Step):
         reason = self.rejected.get(self._key())
         if reason is None:
             return (f"CBR inference on cuda: one cuDNN graph conv_fprop -> mul(eq_scale) -> add(eq_bias) -> relu, "
-                    f"{self.x.shape} * {self.w.shape} -> {self.out.shape} (if cuDNN rejects it: conv + epilogue kernel)")
+                    f"{self.x.shape} * {self.w.shape} -> {self.out.shape} {self.out.dtype} (if cuDNN rejects it: "
+                    f"conv + epilogue kernel); {math_note(self.x.dtype, self.tf32)}")
         return (f"CBR inference on cuda: cuDNN rejected the single graph ({reason}); conv + fused epilogue kernel:\n"
                 + "\n".join("    " + s.describe(source) for s in self.fallback))
 
@@ -215,16 +252,19 @@ _KINDS = {
 class ConvBackwardStep(Step):
     """dgrad (a = dy, b = w, out = dx) or wgrad (a = x, b = dy, out = dw): a cuDNN graph on CUDA,
     per-tap BLAS on the CPU or on the host. `x_shape`/`w_shape` are the forward conv's."""
-    __slots__ = ("backend", "kind", "a", "b", "x_shape", "w_shape", "attrs", "out", "path", "note", "built")
-    rejected: dict = {}   # (kind, x shape, w shape, attrs) -> why cuDNN rejected the graph: run on the host
+    __slots__ = ("backend", "kind", "a", "b", "x_shape", "w_shape", "attrs", "out", "path", "note", "built", "tf32")
+    # (kind, x shape, w shape, dtype, tf32, attrs) -> why cuDNN rejected the graph: with
+    # lt.config.allow_host run on the host, else UnsupportedOnDevice
+    rejected: dict = {}
 
     def __init__(self, backend, kind, a, b, x_shape, w_shape, attrs, out, path, note=""):
         self.backend, self.kind, self.a, self.b, self.attrs, self.out = backend, kind, a, b, attrs, out
         self.x_shape, self.w_shape, self.path, self.note = x_shape, w_shape, path, note
         self.built = Learned()    # the cuDNN graph the first run built
+        self.tf32 = conv_tf32(a.dtype)
 
     def _key(self):
-        return (self.kind, self.x_shape, self.w_shape, self.attrs)
+        return (self.kind, self.x_shape, self.w_shape, self.a.dtype.name, self.tf32, self.attrs)
 
     def _args(self, a, b):
         at = self.attrs
@@ -240,21 +280,29 @@ class ConvBackwardStep(Step):
         if self.path == "cpu":
             cpu_function(*self._args(self.a, self.b), out=self.out)
             return
-        if self.path == "cudnn" and self._key() not in self.rejected:
-            from lazytensor.cbr import cudnn_conv_backward
-            from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
-            run = cudnn_conv_backward.conv2d_dgrad if self.kind == "dgrad" else cudnn_conv_backward.conv2d_wgrad
-            try:
-                run(*self._args(self.a, self.b), out=self.out)
-                at = self.attrs
-                self.built.value = cudnn_conv_backward.compiled_backward_graph_for(
-                    graph_kind, self.x_shape, self.w_shape, at.stride, at.padding, at.dilation, self.a.device.id)
-                return
-            except CudnnGraphRejected as e:
-                self.rejected[self._key()] = e.reason
-        import cupy         # on the host: cuDNN cannot take this call
+        if self.path == "cudnn":
+            why = self.rejected.get(self._key())
+            if why is None:
+                from lazytensor.cbr import cudnn_conv_backward
+                from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+                run = cudnn_conv_backward.conv2d_dgrad if self.kind == "dgrad" else cudnn_conv_backward.conv2d_wgrad
+                try:
+                    run(*self._args(self.a, self.b), out=self.out, tf32=self.tf32)
+                    self.built.value = self._compiled()
+                    return
+                except CudnnGraphRejected as e:
+                    why = self.rejected[self._key()] = e.reason
+            host_fallback(f"the {self.kind} of the conv of x {self.x_shape} by w {self.w_shape} ({self.a.dtype})",
+                          f"cuDNN rejected the {graph_kind} graph ({why})")
+        import cupy         # on the host (lt.config.allow_host): cuDNN cannot take this call
         result = cpu_function(*self._args(cupy.asnumpy(self.a), cupy.asnumpy(self.b)))
         self.out.set(result)
+
+    def _compiled(self):
+        from lazytensor.cbr.cudnn_conv_backward import compiled_backward_graph_for
+        at = self.attrs
+        return compiled_backward_graph_for(_KINDS[self.kind][1], self.x_shape, self.w_shape, at.stride, at.padding,
+                                           at.dilation, self.a.device.id, dtype=self.a.dtype, tf32=self.tf32)
 
     def _on_host(self) -> bool:
         return self.path == "host" or (self.path == "cudnn" and self._key() in self.rejected)
@@ -270,19 +318,17 @@ class ConvBackwardStep(Step):
             how = "one BLAS matmul per window tap (NumPy)"
         elif self._on_host():
             why = self.rejected.get(self._key())
-            how = "on the host: one BLAS matmul per window tap, copied back to the device"
+            how = "on the host (lt.config.allow_host): one BLAS matmul per window tap, copied back to the device"
             if why is not None:
                 how += f" (cuDNN rejected the {graph_kind} graph: {why})"
         else:
-            how = f"cuDNN {graph_kind} graph"
+            how = f"cuDNN {graph_kind} graph; {math_note(self.a.dtype, self.tf32)}"
         text = (f"ConvBackward on {self.backend.name}, {what}: {self.a.shape}, {self.b.shape} -> {self.out.shape} "
                 f"{self.out.dtype}, stride {self.attrs.stride}, padding {self.attrs.padding}, dilation "
                 f"{self.attrs.dilation}: {how}")
         if self.path == "cudnn" and not self._on_host() and source:
-            from lazytensor.cbr.cudnn_conv_backward import compiled_backward_graph_for
             try:
-                compiled = compiled_backward_graph_for(graph_kind, self.x_shape, self.w_shape, self.attrs.stride,
-                                                       self.attrs.padding, self.attrs.dilation, self.a.device.id)
+                compiled = self._compiled()
             except Exception:   # explain must not fail over a graph that was never built
                 compiled = None
             if compiled is not None:

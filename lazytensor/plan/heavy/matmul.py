@@ -12,7 +12,7 @@ import numpy as np
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr, apply
-from lazytensor.kernels.cuda.cublas_gemm import arguments_for
+from lazytensor.kernels.cuda.cublas_gemm import arguments_for, math_words as gemm_math_words
 from lazytensor.kernels.cuda.cublaslt_gemm import bgrad_kind, bgrad_refusal, epilogue_refusal, run_epilogue_gemm
 from lazytensor.kernels.matmul import cpu_float16_kernel, run_matmul
 from lazytensor.plan.heavy import matmul_epilogue
@@ -75,6 +75,8 @@ class MatmulStep(Step):
             after = self.epilogue
         else:
             after = "no cuBLASLt epilogue: elementwise work on the result runs in the next fused kernel"
+        if not self.backend.host_memory and (self.gemm is not None or self.kind):
+            how += f"; math: {gemm_math_words(self.out.dtype)}"
         text = (f"Matmul on {self.backend.name}: {self.a.shape} @ {self.b.shape} -> {self.out.shape} "
                 f"{self.out.dtype}: {how}; {after}")
         if self.note:
