@@ -19,7 +19,9 @@ from lazytensor.plan.conv.channel_padding import channels_only_refusal, padded_b
     ((16, 8, 8, 3), (8, 3, 3, 3), np.float16, True),         # a first layer
     ((16, 8, 8, 16), (10, 1, 1, 16), np.float16, True),      # a classifier
     ((16, 8, 8, 8), (16, 3, 3, 8), np.float16, False),       # cuDNN takes it as it is
-    ((16, 8, 8, 3), (8, 3, 3, 3), np.float32, False),        # padding cannot fix the dtype
+    ((16, 8, 8, 3), (8, 3, 3, 3), np.float32, True),         # a float32 first layer: padded as well
+    ((16, 8, 8, 16), (10, 1, 1, 16), np.float64, True),      # every cuDNN conv dtype
+    ((16, 8, 8, 3), (8, 3, 3, 3), np.int32, False),          # padding cannot fix the dtype
 ])
 def test_padding_is_chosen_where_only_the_channels_are_refused(x_shape, w_shape, dtype, padded):
     assert channels_only_refusal(x_shape, w_shape, dtype) is padded
