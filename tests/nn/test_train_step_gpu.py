@@ -18,7 +18,8 @@ def torch_fp32():
     torch = pytest.importorskip("torch")
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False    # true float32 peers
-    yield torch
+    with lt.config.override(conv_allow_tf32=False, matmul_allow_tf32=False):          # and true float32 here
+        yield torch
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
@@ -33,9 +34,8 @@ def test_thirty_amp_steps_match_pytorch_amp(kind, torch_fp32):
 
 
 def test_the_whole_step_is_one_graph_launch_on_replay(torch_fp32):
-    # In AMP: the cuDNN path takes float16 (lazytensor.cbr.cudnn_support); a float32 conv runs on the
-    # host, which no graph captures. The first layer (C=3) and the classifier (K=10) run on cuDNN
-    # over zero-padded channels (lazytensor.plan.conv.channel_padding).
+    # In AMP. The first layer (C=3) and the classifier (K=10) run on cuDNN over zero-padded channels
+    # (lazytensor.plan.conv.channel_padding).
     *_, step = train_both("all_conv", "cuda", amp=True, steps=4)
     text = lt.explain(step, source=False, detail=True)
     assert "the whole step is ONE graph of" in text, text[-2000:]

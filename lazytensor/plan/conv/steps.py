@@ -41,14 +41,22 @@ def host_fallback(op, reason, fix=""):
 class Conv2dStep(Step):
     """y = conv2d(x, w): cuDNN on CUDA, im2col + BLAS on the CPU; optionally with genstats sums.
     "host" (cuDNN cannot take the conv, lt.config.allow_host): on the host, copied back."""
-    __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built", "tf32", "rejected")
+    __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built", "tf32")
+    # (x shape, w shape, dtype, tf32, attrs) -> why cuDNN rejected the conv graph: with
+    # lt.config.allow_host on the host, else UnsupportedOnDevice
+    rejected: dict = {}
 
     def __init__(self, backend, x, w, attrs, out, path, sums=None, note=""):
         self.backend, self.x, self.w, self.attrs, self.out = backend, x, w, attrs, out
         self.path, self.sums, self.note = path, sums, note
         self.built = Learned()    # the cuDNN graph the first run built and checked
         self.tf32 = conv_tf32(x.dtype)
-        self.rejected = None      # why cuDNN rejected the graph at the first run (allow_host: on the host)
+
+    def _key(self):
+        return (self.x.shape, self.w.shape, self.x.dtype.name, self.tf32, self.attrs)
+
+    def _rejection(self):
+        return self.rejected.get(self._key()) if self.path == "cudnn" else None
 
     def run(self):
         graph = self.built.value
@@ -62,7 +70,8 @@ class Conv2dStep(Step):
         if self.path == "cpu":
             conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
             return
-        if self.path.startswith("cudnn") and self.rejected is None:
+        why = self._rejection()
+        if self.path.startswith("cudnn") and why is None:
             from lazytensor.cbr import cudnn_conv
             from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
             try:
@@ -78,16 +87,17 @@ class Conv2dStep(Step):
             except CudnnGraphRejected as e:
                 if self.sums is not None:   # the genstats graph: its sums have no host form here
                     raise
-                host_fallback(f"conv2d of x {self.x.shape} {self.x.dtype} by w {self.w.shape}",
-                              f"cuDNN rejected the graph ({e.reason})")
-                self.rejected = e.reason
+                why = self.rejected[self._key()] = e.reason
+        if why is not None:
+            host_fallback(f"conv2d of x {self.x.shape} {self.x.dtype} by w {self.w.shape}",
+                          f"cuDNN rejected the graph ({why})")
         # "host" (or a graph cuDNN rejected), with lt.config.allow_host: on the host, copied back
         import cupy
         y = conv2d_nhwc(cupy.asnumpy(self.x), cupy.asnumpy(self.w), a.stride, a.padding, a.dilation)
         self.out.set(y)
 
     def capture_refusal(self):
-        if self.path.startswith("cudnn") and self.rejected is None:
+        if self.path.startswith("cudnn") and self._rejection() is None:
             return None
         return f"the conv runs on the {'CPU' if self.path == 'cpu' else 'host'}"
 
@@ -101,14 +111,15 @@ class Conv2dStep(Step):
         what = {"cpu": "im2col + BLAS matmul (NumPy)", "cudnn": "cuDNN conv_fprop graph",
                 "cudnn-genstats": "cuDNN conv_fprop + genstats graph (per-channel sum and sum of squares)",
                 "host": "on the host (lt.config.allow_host): im2col + BLAS, copied back to the device"}[self.path]
-        if self.rejected is not None:
-            what = f"on the host (lt.config.allow_host): cuDNN rejected the graph ({self.rejected}), copied back"
+        rejected = self._rejection()
+        if rejected is not None:
+            what = f"on the host (lt.config.allow_host): cuDNN rejected the graph ({rejected}), copied back"
         text = (f"Conv2d on {self.backend.name}: {self.x.shape} * {self.w.shape} -> {self.out.shape} "
                 f"{self.out.dtype}, stride {self.attrs.stride}, padding {self.attrs.padding}, "
                 f"dilation {self.attrs.dilation}: {what}")
-        if self.path.startswith("cudnn") and self.rejected is None:
+        if self.path.startswith("cudnn") and rejected is None:
             text += f"; {math_note(self.x.dtype, self.tf32)}"
-        if self.path.startswith("cudnn") and self.rejected is None and source:
+        if self.path.startswith("cudnn") and rejected is None and source:
             kind = "conv_genstats" if self.path == "cudnn-genstats" else "conv"
             try:
                 compiled = self._compiled(kind)
