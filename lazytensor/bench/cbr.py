@@ -1,9 +1,11 @@
 """CBR benchmark cases of `python -m lazytensor bench --suite cbr`: relu(batch_norm(conv2d(x, w))) in
 training (forward) and inference, against peers and the floor measured in the same run.
 
-CUDA (float16 NHWC activations, KRSC weights, float32 BN parameters), shapes from the issue:
+CUDA (float16, then float32 NHWC activations, KRSC weights, float32 BN parameters; float32 with each
+side's default math: TF32 convolutions, lt.config.conv_allow_tf32 and torch.backends.cudnn.allow_tf32),
+shapes from the issue:
   ResNet-50 3x3 (N=128, 56x56, 64->64), (N=128, 14x14, 256->256), VGG (N=64, 224x224, 64->64).
-  peers   PyTorch (when importable) cuDNN float16 channels_last: conv2d + batch_norm + relu (training);
+  peers   PyTorch (when importable) cuDNN channels_last, same dtype: conv2d + batch_norm + relu (training);
           conv with BN folded into the weights and bias + relu (inference); conv alone.
   floor   the best conv plan alone (lazytensor's cuDNN conv, tuned plan) + one read and one write of
           the output at the streaming bandwidth measured in this run (a CuPy device-to-device copy).
@@ -166,7 +168,7 @@ def _torch():
 
 
 class TorchPeer:
-    """PyTorch cuDNN float16 channels_last on the same data (shared through DLPack)."""
+    """PyTorch cuDNN channels_last on the same data, in its dtype (shared through DLPack)."""
 
     def __init__(self, torch, case: CbrCase):
         import torch.nn.functional as F
@@ -183,8 +185,9 @@ class TorchPeer:
         self.rv = torch.ones(k, device=dev, dtype=torch.float32)
         # inference: BN folded into the weights and a bias (running stats (0, 1), eps 1e-5)
         scale = self.gamma / torch.sqrt(self.rv + 1e-5)
-        self.w_folded = (self.w.float() * scale.view(-1, 1, 1, 1)).half().contiguous(memory_format=torch.channels_last)
-        self.b_folded = (self.beta - self.rm * scale).half()
+        dtype = self.w.dtype
+        self.w_folded = (self.w.float() * scale.view(-1, 1, 1, 1)).to(dtype).contiguous(memory_format=torch.channels_last)
+        self.b_folded = (self.beta - self.rm * scale).to(dtype)
 
     def train(self):
         F = self.F
@@ -203,12 +206,12 @@ class TorchPeer:
             return fn()
 
 
-def run_cuda(print_fn=print) -> Table:
+def run_cuda(print_fn=print, dtypes=(np.float16, np.float32)) -> Table:
     import cupy
     time_gpu = _gpu_timer(cupy)
     name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
-    table = Table(f"lazytensor CBR benchmark on {name} (float16 NHWC, 3x3, padding 1; CUDA events, median)",
-                  "PyTorch")
+    table = Table(f"lazytensor CBR benchmark on {name} ({', '.join(np.dtype(d).name for d in dtypes)} NHWC, 3x3, "
+                  f"padding 1; CUDA events, median)", "PyTorch")
     bw = _cuda_bandwidth(cupy, time_gpu)
     table.notes.append(f"streaming bandwidth measured in this run (CuPy copy, read + write): {bw / 1e9:.0f} GB/s")
     torch, why_not = _torch()
@@ -216,11 +219,13 @@ def run_cuda(print_fn=print) -> Table:
         table.notes.append(f"no PyTorch peer: {why_not}")
     else:
         table.notes.append(f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-                           "cudnn.benchmark=True, channels_last")
+                           f"cudnn.benchmark=True, channels_last, cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
+    table.notes.append(f"lazytensor: lt.config.conv_allow_tf32={lt.config.conv_allow_tf32}")
 
-    for label, n, h, w, c, k in CUDA_SHAPES:
+    for (label, n, h, w, c, k), dtype in ((shape, d) for d in dtypes for shape in CUDA_SHAPES):
+        label = f"{label} {np.dtype(dtype).name}"
         try:
-            case = CbrCase(n, h, w, c, k, "cuda", np.float16)
+            case = CbrCase(n, h, w, c, k, "cuda", dtype)
         except Exception as e:  # noqa: BLE001
             table.notes.append(f"{label}: could not build the operands: {type(e).__name__}: {e}")
             continue

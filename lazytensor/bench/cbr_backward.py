@@ -234,7 +234,8 @@ def torch_peers(torch, case):
             dy = torch.from_dlpack(b.dy.data).permute(0, 3, 1, 2)
 
             def step():
-                with torch.autocast("cuda", dtype=torch.float16):
+                # float16 activations under autocast; float32 ones in float32 (PyTorch's default TF32)
+                with torch.autocast("cuda", dtype=torch.float16, enabled=x.dtype == torch.float16):
                     y = fn(x, w, gamma, beta)
                 return torch.autograd.grad(y, (x, w, gamma, beta), dy if dy.dtype == y.dtype else dy.to(y.dtype))
             return step
