@@ -6,6 +6,7 @@ Design: docs/design/cbr.md, section "cbr/tune.py".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -86,7 +87,8 @@ def main(argv=None) -> int:
     cupy, cudnn = import_cuda_modules()
     make_convs, default_batch = MODELS[args.model]
     batch = args.batch or default_batch
-    shapes = distinct_shapes(make_convs(batch))
+    shapes = [(dataclasses.replace(key, tf32=args.tf32 and key.dtype == "float32"), layers)
+              for key, layers in distinct_shapes(make_convs(batch, dtype=args.dtype))]
     kinds = [GraphKind(k) for k in args.kinds.split(",")]
 
     device_id = cupy.cuda.Device().id
@@ -99,6 +101,7 @@ def main(argv=None) -> int:
         meta={
             "model": args.model,
             "batch": batch,
+            "dtype": args.dtype + (" (TF32 engines allowed)" if args.tf32 and args.dtype == "float32" else ""),
             "cudnn_frontend": getattr(cudnn, "__version__", "?"),
             "max_plans": args.max_plans,
             "runs": args.runs,
@@ -106,7 +109,9 @@ def main(argv=None) -> int:
             "how": "CUDA events around back-to-back execute_plan_at_index calls; median of the runs",
         },
     )
-    out_path = Path(args.out) / table.file_name(args.model)
+    # float16 keeps the model's file; other dtypes (and TF32) get files of their own, merged on reading
+    variant = "" if args.dtype == "float16" else f"-{args.dtype}{'-tf32' if args.tf32 else ''}"
+    out_path = Path(args.out) / table.file_name(args.model + variant)
     print(f"# {args.model}, batch {batch}: {len(shapes)} distinct conv shapes x {len(kinds)} graphs on {gpu_name}, "
           f"cuDNN {cudnn_version}, frontend {table.meta['cudnn_frontend']} -> {out_path}", flush=True)
     started = time.monotonic()
@@ -129,7 +134,7 @@ def main(argv=None) -> int:
         for kind in kinds:
             job_key, job_pointers = key, pointers
             if kind is GraphKind.DBN_RELU:      # keyed by the output shape alone: once per distinct output
-                job_key = dbn_key(key.out_shape)
+                job_key = dbn_key(key.out_shape, key.dtype)
                 if job_key in dbn_done:
                     continue
                 dbn_done.add(job_key)
@@ -173,6 +178,11 @@ def parse_args(argv):
     p.add_argument("--max-plans", type=int, default=8, help="plans timed per graph, in heuristic order (0: all)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per plan after one warm-up")
     p.add_argument("--budget-s", type=float, default=0.0, help="wall-clock bound for the whole run (0: none)")
+    p.add_argument("--dtype", default="float16", choices=["float16", "float32", "float64"],
+                   help="the activations' and weights' dtype (default float16)")
+    p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
+                   help="float32: tune the graphs with TF32 engines allowed (lt.config.conv_allow_tf32's default), "
+                        "or strict float32 (--no-tf32)")
     # The backward graphs (conv_dgrad, conv_wgrad, dbn_relu) are tuned when named; by default the forward ones.
     forward = (GraphKind.CONV_GENSTATS, GraphKind.CONV, GraphKind.CONV_SCALE_BIAS_RELU)
     p.add_argument("--kinds", default=",".join(k.value for k in forward), help="graphs to tune, comma-separated")
@@ -184,17 +194,18 @@ def allocate_buffers(cupy, key: ConvKey) -> dict:
     n, p, q, k = key.out_shape
     rng = cupy.random.RandomState(0)
     fan_in = key.c * key.r * key.s
+    act = key.dtype
     return {
-        "x": rng.standard_normal(key.x_shape, dtype=cupy.float32).astype(cupy.float16),
-        "w": (rng.standard_normal(key.w_shape, dtype=cupy.float32) / math.sqrt(fan_in)).astype(cupy.float16),
-        "y": cupy.empty((n, p, q, k), dtype=cupy.float16),
+        "x": rng.standard_normal(key.x_shape, dtype=cupy.float32).astype(act),
+        "w": (rng.standard_normal(key.w_shape, dtype=cupy.float32) / math.sqrt(fan_in)).astype(act),
+        "y": cupy.empty((n, p, q, k), dtype=act),
         "sum": cupy.zeros(k, dtype=cupy.float32),
         "sum_sq": cupy.zeros(k, dtype=cupy.float32),
         "eq_scale": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
         "eq_bias": rng.standard_normal((k,), dtype=cupy.float32),
-        "dy": rng.standard_normal((n, p, q, k), dtype=cupy.float32).astype(cupy.float16),
-        "dx": cupy.empty(key.x_shape, dtype=cupy.float16),
-        "dw": cupy.empty(key.w_shape, dtype=cupy.float16),
+        "dy": rng.standard_normal((n, p, q, k), dtype=cupy.float32).astype(act),
+        "dx": cupy.empty(key.x_shape, dtype=act),
+        "dw": cupy.empty(key.w_shape, dtype=act),
         # the dBN graph (dbn_relu): the packed ReLU mask (random bits), the BN vectors and its outputs
         "mask": rng.randint(0, 256, ((n * p * q * k + 7) // 8,)).astype(cupy.uint8),
         "gamma": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
