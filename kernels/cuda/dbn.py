@@ -1,5 +1,6 @@
-"""The dBN stage of the CBR backward (drelu + dBN) as hand-written CUDA C kernels over float16
-NHWC activations with K a multiple of 8, each thread moving 16 bytes (8 channels) per access.
+"""The dBN stage of the CBR backward (drelu + dBN) as hand-written CUDA C kernels over float16 or
+float32 NHWC activations with K a multiple of 8, each thread moving 8 channels per access (16 bytes
+of float16, two 16-byte accesses of float32).
 
 Design: docs/design/cbr-backward.md, section "kernels/cuda/dbn.py".
 """
@@ -13,10 +14,14 @@ from lazytensor.kernels.cuda.render_cuda import CudaSource
 
 BLOCK_THREADS = 256         # the most threads of a block; the shared sums buffer is sized for it
 FINISH_ROWS = 32            # lt_dbn_finish: threads per channel (blockDim.y), each summing every 32nd partial
-VECTOR = 8                  # float16 channels per 16-byte access
+VECTOR = 8                  # channels per access: one mask byte
+DTYPES = ("float16", "float32")
 
 _HEAD = r"""#include <cuda_fp16.h>
 #define RELU {relu}
+// 8 float16 channels: one 16-byte vector
+typedef uint4 lt_vec8;
+__device__ __forceinline__ lt_vec8 lt_load8(const lt_vec8* p) {{ return __ldg(p); }}
 
 // 8 float16 values of one 16-byte vector as floats, and back (round to nearest even).
 __device__ __forceinline__ void lt_unpack8(uint4 v, float f[8]) {{
@@ -39,6 +44,40 @@ __device__ __forceinline__ uint4 lt_select8(uint4 w, unsigned int m) {{
         u[i] &= (((m >> (2 * i)) & 1u) ? 0x0000FFFFu : 0u) | (((m >> (2 * i + 1)) & 1u) ? 0xFFFF0000u : 0u);
     return w;
 }}
+"""
+
+_HEAD_F32 = r"""#define RELU {relu}
+// 8 float32 channels: two 16-byte vectors
+struct __align__(16) lt_vec8 {{ float4 lo, hi; }};
+__device__ __forceinline__ lt_vec8 lt_load8(const lt_vec8* p) {{
+    lt_vec8 v;
+    v.lo = __ldg(&p->lo);
+    v.hi = __ldg(&p->hi);
+    return v;
+}}
+__device__ __forceinline__ void lt_unpack8(lt_vec8 v, float f[8]) {{
+    f[0] = v.lo.x; f[1] = v.lo.y; f[2] = v.lo.z; f[3] = v.lo.w;
+    f[4] = v.hi.x; f[5] = v.hi.y; f[6] = v.hi.z; f[7] = v.hi.w;
+}}
+__device__ __forceinline__ lt_vec8 lt_pack8(const float f[8]) {{
+    lt_vec8 v;
+    v.lo = make_float4(f[0], f[1], f[2], f[3]);
+    v.hi = make_float4(f[4], f[5], f[6], f[7]);
+    return v;
+}}
+// dY' bit by bit (d(skip) of the residual form): float j kept where mask bit j is set, else +0
+__device__ __forceinline__ float lt_keep(float g, unsigned int m, int j) {{
+    return __uint_as_float(__float_as_uint(g) & (((m >> j) & 1u) ? 0xFFFFFFFFu : 0u));
+}}
+__device__ __forceinline__ lt_vec8 lt_select8(lt_vec8 w, unsigned int m) {{
+    w.lo.x = lt_keep(w.lo.x, m, 0); w.lo.y = lt_keep(w.lo.y, m, 1); w.lo.z = lt_keep(w.lo.z, m, 2);
+    w.lo.w = lt_keep(w.lo.w, m, 3); w.hi.x = lt_keep(w.hi.x, m, 4); w.hi.y = lt_keep(w.hi.y, m, 5);
+    w.hi.z = lt_keep(w.hi.z, m, 6); w.hi.w = lt_keep(w.hi.w, m, 7);
+    return w;
+}}
+"""
+
+_MASKED = r"""
 // dY' of channel j of a vector: dY where the mask bit is set, else +0 (a select: NaN/inf behind a closed ReLU give 0)
 __device__ __forceinline__ float lt_masked(float g, unsigned int m, int j) {{
 #if RELU
@@ -51,7 +90,7 @@ __device__ __forceinline__ float lt_masked(float g, unsigned int m, int j) {{
 
 _SUMS = r"""
 // One row's vector into the thread's sums: s0 += dY', s1 += dY' * (x - mean)
-__device__ __forceinline__ void lt_accumulate(uint4 gv, uint4 cv, unsigned int m, const float mu[8], float s0[8],
+__device__ __forceinline__ void lt_accumulate(lt_vec8 gv, lt_vec8 cv, unsigned int m, const float mu[8], float s0[8],
                                               float s1[8]) {{
     float g[8], c[8];
     lt_unpack8(gv, g);
@@ -65,8 +104,8 @@ __device__ __forceinline__ void lt_accumulate(uint4 gv, uint4 cv, unsigned int m
 }}
 
 extern "C" __global__ void __launch_bounds__(256, 4) {name}(
-        const uint4* __restrict__ dy, const uint4* __restrict__ x, const unsigned char* __restrict__ mask,
-        const float* __restrict__ mean, float* __restrict__ partial, uint4* __restrict__ skip, int write_skip,
+        const lt_vec8* __restrict__ dy, const lt_vec8* __restrict__ x, const unsigned char* __restrict__ mask,
+        const float* __restrict__ mean, float* __restrict__ partial, lt_vec8* __restrict__ skip, int write_skip,
         long long rows, int V) {{
     // write_skip (the residual form): d(skip) = dY' written from the dY and mask just read, no pass of its own
     __shared__ float red[16 * 256];     // [value q][thread row][thread column]: q < 8 sum dY', else sum dY' * (x - mean)
@@ -83,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) {name}(
         // two rows per trip: both rows' loads are in flight before either is summed
         for (; r + stride < rows; r += 2 * stride) {{
             const long long e0 = r * V + v, e1 = (r + stride) * V + v;   // a vector's index is its mask byte's
-            const uint4 g0 = __ldg(dy + e0), c0 = __ldg(x + e0), g1 = __ldg(dy + e1), c1 = __ldg(x + e1);
+            const lt_vec8 g0 = lt_load8(dy + e0), c0 = lt_load8(x + e0), g1 = lt_load8(dy + e1), c1 = lt_load8(x + e1);
 #if RELU
             const unsigned int m0 = __ldg(mask + e0), m1 = __ldg(mask + e1);
 #else
@@ -102,8 +141,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) {name}(
 #else
             const unsigned int m = 0u;
 #endif
-            const uint4 g = __ldg(dy + e);
-            lt_accumulate(g, __ldg(x + e), m, mu, s0, s1);
+            const lt_vec8 g = lt_load8(dy + e);
+            lt_accumulate(g, lt_load8(x + e), m, mu, s0, s1);
 #if RELU
             if (write_skip) skip[e] = lt_select8(g, m);
 #endif
@@ -150,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(1024) {name}(const float* __restric
 
 _DX = r"""
 // One row's vector of d(conv_out): A * dY' + B + C * (x - mean)
-__device__ __forceinline__ uint4 lt_dx8(uint4 gv, uint4 cv, unsigned int m, const float a[8], const float b[8],
+__device__ __forceinline__ lt_vec8 lt_dx8(lt_vec8 gv, lt_vec8 cv, unsigned int m, const float a[8], const float b[8],
                                         const float c[8], const float mu[8]) {{
     float g[8], xc[8], d[8];
     lt_unpack8(gv, g);
@@ -162,9 +201,9 @@ __device__ __forceinline__ uint4 lt_dx8(uint4 gv, uint4 cv, unsigned int m, cons
 }}
 
 extern "C" __global__ void __launch_bounds__(256, 3) {name}(
-        const uint4* __restrict__ dy, const uint4* __restrict__ x, const unsigned char* __restrict__ mask,
+        const lt_vec8* __restrict__ dy, const lt_vec8* __restrict__ x, const unsigned char* __restrict__ mask,
         const float* __restrict__ mean, const float* __restrict__ inv_var, const float* __restrict__ gamma,
-        const float* __restrict__ sums, uint4* __restrict__ out, long long rows, int V, float per_value) {{
+        const float* __restrict__ sums, lt_vec8* __restrict__ out, long long rows, int V, float per_value) {{
     const int TX = blockDim.x, TY = blockDim.y;
     const int v = blockIdx.y * TX + threadIdx.x;
     if (v >= V) return;
@@ -183,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) {name}(
     // rows from the last: those lt_dbn_sums read last are still in L2; two rows per trip, both loaded first
     for (; i + stride < rows; i += 2 * stride) {{
         const long long e0 = (rows - 1 - i) * V + v, e1 = (rows - 1 - i - stride) * V + v;
-        const uint4 g0 = __ldg(dy + e0), c0 = __ldg(x + e0), g1 = __ldg(dy + e1), c1 = __ldg(x + e1);
+        const lt_vec8 g0 = lt_load8(dy + e0), c0 = lt_load8(x + e0), g1 = lt_load8(dy + e1), c1 = lt_load8(x + e1);
 #if RELU
         const unsigned int m0 = __ldg(mask + e0), m1 = __ldg(mask + e1);
 #else
@@ -199,17 +238,17 @@ extern "C" __global__ void __launch_bounds__(256, 3) {name}(
 #else
         const unsigned int m = 0u;
 #endif
-        out[e] = lt_dx8(__ldg(dy + e), __ldg(x + e), m, a, b, c, mu);
+        out[e] = lt_dx8(lt_load8(dy + e), lt_load8(x + e), m, a, b, c, mu);
     }}
 }}
 """
 
 _DRELU = r"""
-extern "C" __global__ void __launch_bounds__(256) {name}(const uint4* __restrict__ dy,
-        const unsigned char* __restrict__ mask, uint4* __restrict__ out, long long vectors) {{
+extern "C" __global__ void __launch_bounds__(256) {name}(const lt_vec8* __restrict__ dy,
+        const unsigned char* __restrict__ mask, lt_vec8* __restrict__ out, long long vectors) {{
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < vectors; e += stride) {{
-        out[e] = lt_select8(__ldg(dy + e), __ldg(mask + e));
+        out[e] = lt_select8(lt_load8(dy + e), __ldg(mask + e));
     }}
 }}
 """
@@ -223,14 +262,19 @@ def kernel_names(relu: bool) -> dict:
     return names
 
 
-def render_dbn(relu: bool) -> CudaSource:
+def render_dbn(relu: bool, dtype="float16") -> CudaSource:
     """One translation unit with the stage's kernels for the ReLU form (relu=True: the mask is read,
-    and lt_dbn_drelu is there for d(skip)) or the batch_norm form (relu=False: no mask)."""
+    and lt_dbn_drelu is there for d(skip)) or the batch_norm form (relu=False: no mask), over float16
+    or float32 activations (the same kernels over another 8-channel vector type)."""
+    dtype = np.dtype(dtype).name
+    if dtype not in DTYPES:
+        raise ValueError(f"the dBN kernels take {' or '.join(DTYPES)} activations; got {dtype}")
     names = kernel_names(relu)
     body = (_SUMS.format(name=names["sums"]) + _FINISH.format(name=names["finish"])
             + _DX.format(name=names["dx"]) + (_DRELU.format(name=names["drelu"]) if relu else ""))
-    head = _HEAD.format(relu=1 if relu else 0)
-    return CudaSource(f"lt_dbn_{'relu' if relu else 'bn'}", head + body, True, body)
+    head = (_HEAD if dtype == "float16" else _HEAD_F32).format(relu=1 if relu else 0) + _MASKED.format()
+    suffix = "" if dtype == "float16" else f"_{dtype}"
+    return CudaSource(f"lt_dbn_{'relu' if relu else 'bn'}{suffix}", head + body, dtype == "float16", body)
 
 
 @dataclass(frozen=True)
@@ -250,7 +294,7 @@ class DbnGeometry:
         return self.sums_grid[0]
 
     def describe(self) -> str:
-        return (f"{self.rows} rows x {self.V} vectors of 8 float16 channels; blocks of {self.block[0]}x{self.block[1]} "
+        return (f"{self.rows} rows x {self.V} vectors of 8 channels; blocks of {self.block[0]}x{self.block[1]} "
                 f"threads; sums grid {self.sums_grid[:2]}, finish grid {self.finish_grid[:1]}, "
                 f"d(conv_out) grid {self.dx_grid[:2]}")
 
@@ -279,17 +323,17 @@ def dbn_geometry(rows: int, k: int, sm_count: int, sums_blocks_per_sm: int = 4, 
                        (max(1, min(-(-vectors // BLOCK_THREADS), sm_count * 8)), 1, 1))
 
 
-_loaded: dict = {}      # (relu, device id) -> {role: cupy function}
+_loaded: dict = {}      # (relu, dtype name, device id) -> {role: cupy function}
 
 
-def load(compiler, relu: bool, device_id: int) -> dict:
-    """{role: cupy function} of the stage's kernels on the device: compiled (or read from the cubin
-    cache) and loaded once per process."""
-    key = (relu, device_id)
+def load(compiler, relu: bool, device_id: int, dtype="float16") -> dict:
+    """{role: cupy function} of the stage's kernels on the device for activations of `dtype`:
+    compiled (or read from the cubin cache) and loaded once per process."""
+    key = (relu, np.dtype(dtype).name, device_id)
     functions = _loaded.get(key)
     if functions is None:
         import cupy
-        source = render_dbn(relu)
+        source = render_dbn(relu, dtype)
         cubin, _, _, _ = compiler.cubin(source)
         with cupy.cuda.Device(device_id):
             module = cupy.cuda.function.Module()
@@ -306,12 +350,12 @@ def sm_count(device_id: int) -> int:
 
 def dbn_sums(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, partial, sums, skip=None) -> None:
     """sums (K, 2) float32 = [sum dY', sum dY' * x_hat] per channel; partial: float32
-    (geometry.partial_rows, 2, K) scratch. dy, x: dense float16 (rows, K), 16-byte aligned; mask:
+    (geometry.partial_rows, 2, K) scratch. dy, x: dense float16 or float32 (rows, K), 16-byte aligned; mask:
     the packed bits (None for the no-ReLU form); mean, inv_var: float32 (K,). skip (the residual
-    form, with a mask): d(skip) = dY' written on the way, float16 (rows, K), 16-byte aligned."""
+    form, with a mask): d(skip) = dY' written on the way, in dy's dtype (rows, K), 16-byte aligned."""
     if skip is not None and mask is None:
         raise ValueError("dbn_sums: d(skip) is dY * mask; the no-ReLU form has no mask")
-    f = load(compiler, mask is not None, sums.device.id)
+    f = load(compiler, mask is not None, sums.device.id, x.dtype)
     rows, k = np.int64(geometry.rows), 8 * geometry.V
     f["sums"](geometry.sums_grid, geometry.block,
               (dy, x, mask if mask is not None else dy, mean, partial, skip if skip is not None else partial,
@@ -321,16 +365,16 @@ def dbn_sums(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, partia
 
 
 def dbn_dx(compiler, geometry: DbnGeometry, dy, x, mask, mean, inv_var, gamma, sums, out, count: int) -> None:
-    """out (rows, K) float16 = d(conv_out) from dY, the mask (None: no ReLU), x and the sums."""
-    f = load(compiler, mask is not None, out.device.id)
+    """out (rows, K) in x's dtype = d(conv_out) from dY, the mask (None: no ReLU), x and the sums."""
+    f = load(compiler, mask is not None, out.device.id, out.dtype)
     f["dx"](geometry.dx_grid, geometry.block,
             (dy, x, mask if mask is not None else dy, mean, inv_var, gamma, sums, out, np.int64(geometry.rows),
              np.int32(geometry.V), np.float32(1.0 / count)))
 
 
 def dbn_drelu(compiler, geometry: DbnGeometry, dy, mask, out) -> None:
-    """out = dY' (d(skip) of the residual form), float16 (rows, K)."""
-    f = load(compiler, True, out.device.id)
+    """out = dY' (d(skip) of the residual form), in dy's dtype (rows, K)."""
+    f = load(compiler, True, out.device.id, out.dtype)
     f["drelu"](geometry.drelu_grid, (BLOCK_THREADS, 1, 1), (dy, mask, out, np.int64(geometry.rows * geometry.V)))
 
 

@@ -2,7 +2,7 @@
 their index arithmetic: which rows each (block, thread) visits, which mask byte and bit a channel
 reads, where a block's shared sums and partials land, and the d(conv_out) coefficients. Same
 signatures as cuda_dbn's launchers (without the compiler), so a plan's steps run on it on the host.
-Arrays are read as the kernels read memory: flat, 16-byte vectors of 8 halves."""
+Arrays are read as the kernels read memory: flat, vectors of 8 channels (8 halves, or 8 floats)."""
 from __future__ import annotations
 
 import numpy as np
@@ -95,7 +95,7 @@ def emulate_dx(geometry, dy, x, mask, mean, inv_var, gamma, sums, out, count):
                     if mask is not None:
                         g = np.where(_bits(mask, e), g, np.float32(0))
                     d = c * (x16[e].astype(np.float32) - mean[ch].astype(np.float32)) + (a * g + b)
-                    out16[e] = d.astype(np.float16)
+                    out16[e] = d.astype(out.dtype)
     assert (seen == 1).all(), "lt_dbn_dx must write every vector exactly once"
 
 
@@ -105,7 +105,13 @@ def emulate_drelu(geometry, dy, mask, out):
 
 
 def _select(dy, mask, out, e):
-    """lt_select8 over vectors e: each half of dY kept where its mask bit is set, else +0."""
+    """lt_select8 over vectors e: each value of dY kept where its mask bit is set, else +0."""
+    if dy.dtype == np.float32:      # a word per float: bit j keeps word j
+        words_in, words_out = (a.reshape(-1).view(np.uint32).reshape(-1, 8) for a in (dy, out))
+        m = mask.reshape(-1)[e].astype(np.uint32)
+        keep = ((m[:, None] >> np.arange(8, dtype=np.uint32)) & 1).astype(bool)
+        words_out[e] = np.where(keep, words_in[e], np.uint32(0))
+        return
     words_in = dy.reshape(-1).view(np.uint32).reshape(-1, 4)
     words_out = out.reshape(-1).view(np.uint32).reshape(-1, 4)
     m = mask.reshape(-1)[e].astype(np.uint32)

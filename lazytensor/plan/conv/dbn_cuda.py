@@ -2,8 +2,9 @@
 one step per node of lazytensor.ops.cbr_backward, each one kernel (the sums: two, the second a tiny
 deterministic finish over per-block partials), all capturable by the CUDA-graph replay.
 
-They take float16 NHWC activations with K a multiple of 8 whose arrays start on 16-byte boundaries
-(every kernel access is 8 channels, 16 bytes); anything else keeps the generic kernels of
+They take float16 or float32 NHWC activations with K a multiple of 8 whose arrays start on 16-byte
+boundaries (every kernel access is 8 channels: 16 bytes, or two 16-byte vectors of float32); anything
+else keeps the generic kernels of
 lazytensor.plan.conv.cbr_backward, and `vector_refusal` says why, for explain.
 """
 from __future__ import annotations
@@ -17,15 +18,15 @@ from lazytensor.kernels.cuda import dbn as cuda_dbn
 
 from lazytensor.kernels import launch_log
 from lazytensor.plan.steps import Step
-_F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 
 
 def vector_refusal(dtype, shape, arrays, channels=()) -> str | None:
     """Why the vectorized dBN kernels cannot run over these activations (arrays: the NHWC ones they
     would touch; channels: the per-channel vectors they would read), or None."""
-    if np.dtype(dtype) != _F16:
-        return f"the vectorized dBN kernels take float16 activations, not {np.dtype(dtype).name}"
+    if np.dtype(dtype).name not in cuda_dbn.DTYPES:
+        return (f"the vectorized dBN kernels take {' or '.join(cuda_dbn.DTYPES)} activations, not "
+                f"{np.dtype(dtype).name}")
     k = shape[-1] if shape else 0
     if k % cuda_dbn.VECTOR or k == 0:
         return f"the vectorized dBN kernels take K a multiple of 8 channels; K = {k}"
@@ -42,7 +43,7 @@ def geometry_for(backend, array, relu: bool) -> cuda_dbn.DbnGeometry:
     """The launch shapes over an (..., K) CuPy array on its device. The kernels are compiled and
     loaded here, at planning: never while a CUDA graph captures the steps."""
     shape, device_id = array.shape, array.device.id
-    cuda_dbn.load(backend.compiler, relu, device_id)
+    cuda_dbn.load(backend.compiler, relu, device_id, array.dtype)
     return cuda_dbn.dbn_geometry(math.prod(shape[:-1]), shape[-1], cuda_dbn.sm_count(device_id))
 
 
@@ -78,11 +79,13 @@ class DbnSumsStep(Step):
                 f"{what}: one read of dY, the conv output{' and the mask bits' if self.mask is not None else ''} "
                 f"with 16-byte loads, float32 per thread, per-block partials summed in float64 in a fixed order "
                 f"(deterministic)"
-                + (f"; writes d(skip) = dY' {tuple(self.skip.shape)} float16 from the same reads (no pass of its own)"
+                + (f"; writes d(skip) = dY' {tuple(self.skip.shape)} {self.skip.dtype} from the same reads (no pass "
+                   f"of its own)"
                    if self.skip is not None else "")
                 + f"\n  note: {self.geometry.describe()}")
         if source:
-            text += "\n" + _source(self.mask is not None, "sums") + "\n" + _source(self.mask is not None, "finish")
+            text += ("\n" + _source(self.mask is not None, "sums", self.x.dtype) + "\n"
+                     + _source(self.mask is not None, "finish", self.x.dtype))
         return text
 
 
@@ -106,7 +109,7 @@ class DbnDxStep(Step):
         return None
 
     def describe(self, source: bool = True) -> str:
-        text = (f"DbnDx on cuda: d(conv_out) {tuple(self.out.shape)} float16 = gamma*inv_var*(dY' - sum_dy/n - "
+        text = (f"DbnDx on cuda: d(conv_out) {tuple(self.out.shape)} {self.out.dtype} = gamma*inv_var*(dY' - sum_dy/n - "
                 f"x_hat*sum_dyxhat/n), n = {self.count}: 16-byte loads of dY and the conv output"
                 f"{', a mask byte per 8 channels' if self.mask is not None else ''}, 16-byte stores, per-channel "
                 f"coefficients in registers (one subtraction and two FMAs per element); rows in the reverse "
@@ -114,7 +117,7 @@ class DbnDxStep(Step):
         if self.note:
             text += f"\n  note: {self.note}"
         if source:
-            text += "\n" + _source(self.mask is not None, "dx")
+            text += "\n" + _source(self.mask is not None, "dx", self.out.dtype)
         return text
 
 
@@ -134,17 +137,17 @@ class DreluStep(Step):
         return None
 
     def describe(self, source: bool = True) -> str:
-        text = (f"Drelu on cuda: d(skip) = dY * ReLU mask {tuple(self.out.shape)} float16: 16-byte loads and stores, "
-                f"each half kept or zeroed by its mask bit")
+        text = (f"Drelu on cuda: d(skip) = dY * ReLU mask {tuple(self.out.shape)} {self.out.dtype}: 16-byte loads "
+                f"and stores, each value kept or zeroed by its mask bit")
         if source:
-            text += "\n" + _source(True, "drelu")
+            text += "\n" + _source(True, "drelu", self.out.dtype)
         return text
 
 
-def _source(relu: bool, role: str) -> str:
+def _source(relu: bool, role: str, dtype) -> str:
     """The kernel's CUDA C, indented, for explain."""
     name = cuda_dbn.kernel_names(relu)[role]
-    body = cuda_dbn.render_dbn(relu).kernel
+    body = cuda_dbn.render_dbn(relu, dtype).kernel
     start = body.index(f"{name}(")
     start = body.rindex("extern", 0, start)
     end = body.find('extern "C"', start + 1)

@@ -23,20 +23,22 @@ from tests.plan.conv.test_cbr_backward_cuda_cpu import _CpuWithCudaCapabilities,
 F16 = np.dtype(np.float16)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("relu", [True, False], ids=["relu", "no_relu"])
-def test_the_dbn_kernels_compile_to_ptx(relu):
+def test_the_dbn_kernels_compile_to_ptx(relu, dtype):
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
     from lazytensor.kernels.cuda.nvrtc_check import compile_to_ptx
-    source = render_dbn(relu)
+    source = render_dbn(relu, dtype)
     ptx = compile_to_ptx(source.source, name=source.name)
     entries = re.findall(r"\.entry (\w+)\(", ptx)
     assert sorted(entries) == sorted(cuda_dbn.kernel_names(relu).values())
     # every access of the activations is 16 bytes: dY and x in the sums and dx kernels (two rows per
     # trip and a last row: 6 loads each; and dY in d(skip)) as 128-bit loads, d(conv_out) (3) and
     # d(skip) (1 in lt_dbn_drelu, 3 in the sums: the residual form writes it from the loads of dY the
-    # sums made, no load more) as 128-bit stores
-    assert len(re.findall(r"ld\.global\.nc\.v4\.[ub]32", ptx)) == 12 + relu
-    assert len(re.findall(r"st\.global\.v4\.[ub]32", ptx)) == 3 + 4 * relu
+    # sums made, no load more) as 128-bit stores; float32: two of each per 8 channels
+    vectors = 1 if dtype == "float16" else 2
+    assert len(re.findall(r"ld\.global\.nc\.v4\.[ubf]32", ptx)) == (12 + relu) * vectors
+    assert len(re.findall(r"st\.global\.v4\.[ubf]32", ptx)) == (3 + 4 * relu) * vectors
     assert ("ld.global.nc.u8" in ptx) == relu      # the mask, a byte per 8 channels
 
 
@@ -136,10 +138,11 @@ def _plan(expr, backend):
     return steps, out
 
 
+@pytest.mark.parametrize("dtype", [F16, np.dtype(np.float32)], ids=["float16", "float32"])
 @pytest.mark.parametrize("relu, residual", [(True, False), (True, True), (False, False)],
                          ids=["relu", "residual", "no_relu"])
-def test_the_plan_takes_the_vector_kernels(stand_in, relu, residual):
-    saved, dy, gamma = _holder((3, 5, 7, 16), seed=3)         # 105 rows: not a multiple of a block's 16
+def test_the_plan_takes_the_vector_kernels(stand_in, relu, residual, dtype):
+    saved, dy, gamma = _holder((3, 5, 7, 16), dtype, seed=3)  # 105 rows: not a multiple of a block's 16
     want = [lt.evaluate(e).numpy() for e in lt.cbr_bn_backward(dy, saved, gamma, relu=relu, residual=residual)
             if e is not None]
     d_conv, dgamma, dbeta, d_skip = lt.cbr_bn_backward(dy, saved, gamma, relu=relu, residual=residual)
@@ -157,7 +160,8 @@ def test_the_plan_takes_the_vector_kernels(stand_in, relu, residual):
         steps, got = _plan(d_skip, stand_in)
         assert [type(s).__name__ for s in steps] == ["DbnSumsStep"]
         assert "writes d(skip)" in steps[0].describe(False)
-        assert (got.view(np.uint16) == want[3].view(np.uint16)).all()
+        bits = np.uint16 if dtype == F16 else np.uint32
+        assert (got.view(bits) == want[3].view(bits)).all()
 
 
 def test_d_skip_is_written_by_the_sums_pass_in_a_plan_of_every_gradient(stand_in):
@@ -182,7 +186,7 @@ def test_d_skip_is_written_by_the_sums_pass_in_a_plan_of_every_gradient(stand_in
 
 
 @pytest.mark.parametrize("shape, dtype, why", [((2, 3, 3, 12), F16, "K = 12"),
-                                               ((2, 3, 3, 16), np.dtype(np.float32), "not float32")])
+                                               ((2, 3, 3, 16), np.dtype(np.float64), "not float64")])
 def test_explain_says_why_the_generic_kernels_run(stand_in, shape, dtype, why):
     saved, dy, gamma = _holder(shape, dtype, seed=1)
     wants = [lt.evaluate(e).numpy() for e in lt.cbr_bn_backward(dy, saved, gamma, residual=True)[::3]]
