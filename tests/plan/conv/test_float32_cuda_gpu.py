@@ -74,17 +74,17 @@ def test_float32_conv_dgrad_wgrad_match_numpy_float64(strict, x_shape, w_shape, 
     x, w, dy = operands(x_shape, w_shape, stride, padding, dilation)
     X, W, DY = cuda(x, w, dy)
     kw = dict(stride=stride, padding=padding, dilation=dilation)
-    got = {"conv2d": lt.conv2d(X, W, **kw), "dgrad": lt.conv2d_backward_data(DY, W, x_shape, **kw),
-           "wgrad": lt.conv2d_backward_filter(X, DY, w_shape, **kw)}
+    made = {"conv2d": lambda: lt.conv2d(X, W, **kw), "dgrad": lambda: lt.conv2d_backward_data(DY, W, x_shape, **kw),
+            "wgrad": lambda: lt.conv2d_backward_filter(X, DY, w_shape, **kw)}
     x64, w64, dy64 = (a.astype(np.float64) for a in (x, w, dy))
     want = {"conv2d": conv2d_nhwc_reference(x64, w64, stride, padding, dilation),
             "dgrad": dgrad_reference(dy64, w64, x_shape, stride, padding, dilation),
             "wgrad": wgrad_reference(x64, dy64, w_shape, stride, padding, dilation)}
-    for name, e in got.items():
-        value = lt.evaluate(e).numpy()
+    for name, make in made.items():
+        value = lt.evaluate(make()).numpy()
         assert value.dtype == np.float32, name
         check(f"{name} {x_shape} * {w_shape}", value, want[name], STRICT)
-        text = str(lt.explain(e, source=False))
+        text = str(lt.explain(make(), source=False))      # a new expression: the evaluated one is a value now
         assert "on the host" not in text and "float32 (strict" in text, text
 
 
@@ -120,7 +120,7 @@ def test_float32_cbr_forward_training_against_float64(strict, x_shape, w_shape, 
     x, w, _ = operands(x_shape, w_shape, stride, padding, 1, seed=1)
     k = w_shape[0]
     gamma, beta, rm0, rv0 = _bn_operands(k, 2)
-    RM, RV = cuda(rm0, rv0)
+    RM, RV = cuda(rm0.copy(), rv0.copy())
     saved = lt.BatchNormSaved()
     y = lt.evaluate(_cbr(x, w, gamma, beta, RM, RV, stride, padding, True, saved)).numpy()
     c = conv2d_nhwc_reference(x.astype(np.float64), w.astype(np.float64), stride, padding, 1)
@@ -141,7 +141,7 @@ def test_float32_cbr_forward_training_against_float64(strict, x_shape, w_shape, 
 def test_float32_cbr_inference_against_float64(strict, x_shape, w_shape, stride, padding):
     x, w, _ = operands(x_shape, w_shape, stride, padding, 1, seed=3)
     gamma, beta, rm0, rv0 = _bn_operands(w_shape[0], 4)
-    RM, RV = cuda(rm0, rv0)
+    RM, RV = cuda(rm0.copy(), rv0.copy())
     y = lt.evaluate(_cbr(x, w, gamma, beta, RM, RV, stride, padding, False)).numpy()
     c = conv2d_nhwc_reference(x.astype(np.float64), w.astype(np.float64), stride, padding, 1)
     check("CBR inference y", y, np.maximum((c - rm0) / np.sqrt(rv0.astype(np.float64) + 1e-5) * gamma + beta, 0),
@@ -173,10 +173,10 @@ def test_float32_cbr_backward_against_float64(strict, x_shape, w_shape, stride, 
     named = {"x": x_t, "w": w_t, "gamma": bn.args[1], "beta": bn.args[2]}
     if form == "residual":
         named["skip"] = skip_t
+    text = str(lt.explain(grads[w_t], source=False))          # before the evaluation makes it a value
+    assert "on the host" not in text, text
     for name, t in named.items():
         check(f"CBR backward ({form}) d{name} {x_shape}", lt.evaluate(grads[t]).numpy(), want[name], STRICT_BACKWARD)
-    text = str(lt.explain(grads[w_t], source=False))
-    assert "on the host" not in text, text
 
 
 def test_a_float32_training_step_has_no_host_step(strict):
@@ -228,7 +228,7 @@ def test_a_rejected_graph_raises_and_leaves_the_caller_untouched(strict, monkeyp
     from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
     x, w, _ = operands((2, 6, 6, 8), (8, 3, 3, 8), 1, 1, 1, seed=9)
     gamma, beta, rm0, rv0 = _bn_operands(8, 10)
-    RM, RV = cuda(rm0, rv0)
+    RM, RV = cuda(rm0.copy(), rv0.copy())
 
     def rejected(x, w, *args, **kw):
         raise CudnnGraphRejected("conv", None, "no engine (refused by the test)")
