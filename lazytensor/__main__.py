@@ -19,6 +19,9 @@ def main(argv=None) -> int:
     bench.add_argument("--quick", action="store_true",
                        help="a few steps per configuration: a smoke test, not a measurement (suite train; "
                             "also LAZYTENSOR_BENCH_QUICK=1)")
+    bench.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                       help="suite train on CUDA: float16 (AMP, the default) or float32 (no AMP, each library's "
+                            "default TF32 settings)")
     from lazytensor.train.command import add_train_command, check_train_arguments
     train = add_train_command(sub)
     args = parser.parse_args(argv)
@@ -37,7 +40,7 @@ def main(argv=None) -> int:
         run_train(args)
     else:
         from lazytensor.bench.suites import run_suites
-        run_suites(args.device, args.suite, print)
+        run_suites(args.device, args.suite, print, args.dtype)
     return 0
 
 

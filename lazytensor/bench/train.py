@@ -17,6 +17,10 @@ torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy
 Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
 timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.timing).
 
+CUDA with --dtype float32: VGG16-BN at 32 x 32 with batch 128 and ResNet-50 at 224 x 224 with batch
+64, without AMP on either side, each with its default math (TF32 convolutions, full float32 matmuls:
+lt.config and torch.backends, printed with the table).
+
 CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
 torch imports; a smoke test of the suite more than a measurement.
 
@@ -34,6 +38,7 @@ import numpy as np
 
 CUDA_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 512), ("VGG16-BN", "vgg16bn", 224, 64),
                 ("ResNet-50", "resnet50", 224, 128))
+FLOAT32_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 128), ("ResNet-50", "resnet50", 224, 64))
 CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8),)
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
 LAZYTENSOR = "lazytensor lt.train_step"
@@ -77,7 +82,7 @@ def _num_classes(px: int) -> int:
     return 10 if px == 32 else 1000
 
 
-def lazytensor_row(config, name, px, batch, device, timer) -> Row:
+def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
     from lazytensor.kernels.backend import backend_for
     from lazytensor.nn.optim import SGD
     from lazytensor.nn.train_step import train_step
@@ -86,7 +91,7 @@ def lazytensor_row(config, name, px, batch, device, timer) -> Row:
     from lazytensor.train.data import SyntheticBatches
     from lazytensor.train.models import build_model
 
-    amp = device == "cuda"
+    amp = device == "cuda" if amp is None else amp
     with PeakMemory(device) as peak:
         model = build_model(name, px, _num_classes(px), dtype=np.float16 if amp else np.float32, device=device)
         x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
@@ -98,14 +103,16 @@ def lazytensor_row(config, name, px, batch, device, timer) -> Row:
                peak.bytes if device == "cuda" else None)
 
 
-def torch_rows(torch, config, name, px, batch, device, timer) -> list:
+def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:
     """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA); eager alone on the CPU."""
     modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager",)
+    amp = device == "cuda" if amp is None else amp
     rows = []
     for mode in modes:
         try:
-            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer)
-            rows.append(Row(config, f"PyTorch {'AMP ' if device == 'cuda' else ''}{mode}", batch / seconds, peak))
+            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer, amp)
+            kind = "AMP " if amp else "float32 " if device == "cuda" else ""
+            rows.append(Row(config, f"PyTorch {kind}{mode}", batch / seconds, peak))
         except Exception as exc:     # a peer that fails is reported, not fatal to the run
             rows.append(Row(config, f"PyTorch {mode}", None, None, f"failed: {type(exc).__name__}: {exc}"[:200]))
         gc.collect()
@@ -114,7 +121,7 @@ def torch_rows(torch, config, name, px, batch, device, timer) -> list:
     return rows
 
 
-def _torch_mode(torch, mode, name, px, batch, device, timer):
+def _torch_mode(torch, mode, name, px, batch, device, timer, amp=True):
     from lazytensor.bench.torch_models import build
     F = torch.nn.functional
     cuda = device == "cuda"
@@ -128,14 +135,14 @@ def _torch_mode(torch, mode, name, px, batch, device, timer):
     labels = torch.randint(0, _num_classes(px), (batch,), device=device)
 
     if mode == "CUDA graph":
-        step = _captured_step(torch, model, optimizer, x, labels)
+        step = _captured_step(torch, model, optimizer, x, labels, amp)
     else:
         forward = torch.compile(model) if mode == "torch.compile" else model
-        scaler = torch.amp.GradScaler("cuda", enabled=cuda)
+        scaler = torch.amp.GradScaler("cuda", enabled=cuda and amp)
 
         def step():
             optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(device, dtype=torch.float16, enabled=cuda):
+            with torch.autocast(device, dtype=torch.float16, enabled=cuda and amp):
                 loss = F.cross_entropy(forward(x), labels)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
@@ -147,13 +154,13 @@ def _torch_mode(torch, mode, name, px, batch, device, timer):
     return seconds, None
 
 
-def _captured_step(torch, model, optimizer, x, labels):
+def _captured_step(torch, model, optimizer, x, labels, amp=True):
     """PyTorch's whole-network capture: warm up on a side stream, capture one step, replay it."""
     F = torch.nn.functional
     static_x, static_labels = x.clone(), labels.clone()
 
     def body():
-        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False, enabled=amp):
             loss = F.cross_entropy(model(static_x), static_labels)
         loss.backward()
         optimizer.step()
@@ -178,25 +185,30 @@ def _captured_step(torch, model, optimizer, x, labels):
     return step
 
 
-def run_train_bench(print_fn=print, device: str = "cpu") -> list:
-    """Runs every configuration of the device, prints the table, returns its rows."""
+def run_train_bench(print_fn=print, device: str = "cpu", dtype: str = "float16") -> list:
+    """Runs every configuration of the device, prints the table, returns its rows. dtype: on CUDA,
+    "float16" (AMP) or "float32" (no AMP)."""
+    if dtype not in ("float16", "float32"):
+        raise ValueError(f"the train suite runs float16 (AMP) or float32; got {dtype!r}")
     timer = _seconds_per_step(device)
     torch = _torch(device)
+    amp = device == "cuda" and dtype == "float16"
+    configs = CPU_CONFIGS if device != "cuda" else CUDA_CONFIGS if amp else FLOAT32_CONFIGS
     rows = []
-    for config, name, px, batch in (CUDA_CONFIGS if device == "cuda" else CPU_CONFIGS):
+    for config, name, px, batch in configs:
         label = f"{config} {px}x{px}, batch {batch}"
         try:
-            rows.append(lazytensor_row(label, name, px, batch, device, timer))
+            rows.append(lazytensor_row(label, name, px, batch, device, timer, amp))
         except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
             traceback.print_exc()
             rows.append(Row(label, LAZYTENSOR, None, None, f"failed: {type(exc).__name__}: {exc}"[:300]))
         _progress(rows[-1])
         _free_device_memory(device)
         if torch is not None:
-            for row in torch_rows(torch, label, name, px, batch, device, timer):
+            for row in torch_rows(torch, label, name, px, batch, device, timer, amp):
                 rows.append(row)
                 _progress(row)
-    print_fn(render(rows, device, torch))
+    print_fn(render(rows, device, torch, amp))
     return rows
 
 
@@ -218,7 +230,7 @@ def _free_device_memory(device):
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def render(rows: list, device: str, torch) -> str:
+def render(rows: list, device: str, torch, amp: bool = True) -> str:
     from lazytensor.tools.peak_memory import format_bytes
     out = [f"lazytensor training-step benchmark on {device}" + (" (quick: a few steps, not a measurement)"
                                                                   if quick() else ""), "",
@@ -238,7 +250,14 @@ def render(rows: list, device: str, torch) -> str:
     if device == "cuda":
         notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); "
                      "PyTorch's torch.cuda.max_memory_allocated")
-        notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
+        if amp:
+            notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
+        else:
+            import lazytensor as lt
+            notes.append(f"float32, no AMP: lt.config.conv_allow_tf32={lt.config.conv_allow_tf32}, matmul_allow_tf32="
+                         f"{lt.config.matmul_allow_tf32}" + ("" if torch is None else
+                         f"; torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
+                         f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}"))
         notes.append("PyTorch: torch.backends.cudnn.benchmark = " + ("False (quick)" if quick() else "True in every mode"))
     else:
         notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")

@@ -57,3 +57,41 @@ def test_the_cuda_suite_runs_every_configuration(monkeypatch):
     rows = run_train_bench(lines.append, "cuda")
     ours = [r for r in rows if r.implementation.startswith(LAZYTENSOR)]
     assert len(ours) == 3 and all(r.images_per_s and r.peak_bytes for r in ours), lines[0]
+
+
+def test_the_float32_table_prints_each_sides_tf32_settings():
+    import lazytensor as lt
+    rows = [Row("VGG16-BN 32x32, batch 128", LAZYTENSOR, 30_000.0, 1 << 30),
+            Row("VGG16-BN 32x32, batch 128", "PyTorch float32 eager", 20_000.0, 2 << 30)]
+    torch = type("torch", (), {"backends": type("b", (), {"cudnn": type("c", (), {"allow_tf32": True}),
+                                                           "cuda": type("m", (), {"matmul": type("mm", (), {
+                                                               "allow_tf32": False})})})})
+    lines = render(rows, "cuda", torch=torch, amp=False).splitlines()
+    assert "| VGG16-BN 32x32, batch 128 | PyTorch float32 eager | 20,000 | 1.50x | 2.00 GiB |" in lines
+    want = (f"float32, no AMP: lt.config.conv_allow_tf32={lt.config.conv_allow_tf32}, matmul_allow_tf32=False; "
+            "torch.backends.cudnn.allow_tf32=True, torch.backends.cuda.matmul.allow_tf32=False")
+    assert want in lines, lines
+    assert not any("GradScaler" in line for line in lines)
+
+
+def test_the_train_suite_takes_float16_or_float32():
+    from lazytensor.bench.train import run_train_bench
+    with pytest.raises(ValueError, match="float16 \\(AMP\\) or float32; got 'float64'"):
+        run_train_bench(print, "cpu", "float64")
+    with pytest.raises(SystemExit):
+        main(["bench", "--suite", "train", "--dtype", "bfloat8"])
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_the_cuda_float32_suite_runs_every_configuration(monkeypatch):
+    import lazytensor as lt
+    if not lt.cuda_usable():
+        pytest.skip("needs CuPy and a CUDA device")
+    from lazytensor.bench.train import run_train_bench
+    monkeypatch.setenv("LAZYTENSOR_BENCH_QUICK", "1")
+    lines = []
+    rows = run_train_bench(lines.append, "cuda", "float32")
+    ours = [r for r in rows if r.implementation.startswith(LAZYTENSOR)]
+    assert len(ours) == 2 and all(r.images_per_s and r.peak_bytes for r in ours), lines[0]
+    assert all("(AMP)" not in r.implementation for r in ours)
