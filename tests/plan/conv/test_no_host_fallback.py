@@ -133,3 +133,26 @@ def test_a_graph_cudnn_rejects_at_its_first_run_raises_and_writes_nothing(monkey
     with pytest.raises(lt.UnsupportedOnDevice, match=r"the dgrad of the conv of x .*cuDNN rejected the conv_dgrad"):
         back.run()
     assert np.all(dx == 7.0)
+
+
+@pytest.mark.parametrize("kind", ["dgrad", "wgrad"])
+def test_the_backward_convs_name_their_math(cudnn_there, kind):
+    x, w = (lt.asarray(a) for a in _operands())
+    dy = lt.asarray(np.zeros((2, 6, 6, 8), np.float32))
+    expr = (lambda: lt.conv2d_backward_data(dy, w, (2, 6, 6, 8), padding=1)) if kind == "dgrad" else (
+        lambda: lt.conv2d_backward_filter(x, dy, (8, 3, 3, 8), padding=1))
+    (step,) = _plan(expr())
+    assert step.path == "cudnn" and not step.tf32
+    assert f"cuDNN conv_{kind} graph; math: float32 (strict: no TF32 engine" in step.describe(False), step.describe(False)
+    with lt.config.override(conv_allow_tf32=True):
+        (step,) = _plan(expr())
+    assert step.tf32 and "TF32 tensor cores allowed" in step.describe(False)
+
+
+def test_a_cublas_matmul_names_its_math():
+    rng = np.random.default_rng(1)
+    a, b = (lt.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((4, 6), (6, 5)))
+    (step,) = _plan(a @ b)
+    assert "cuBLAS GEMM" in step.describe(False) and "math: float32 (strict: CUBLAS_COMPUTE_32F" in step.describe(False)
+    with lt.config.override(matmul_allow_tf32=True):
+        assert "math: float32 (TF32 tensor cores: lt.config.matmul_allow_tf32)" in step.describe(False)
