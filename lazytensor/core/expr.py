@@ -170,6 +170,8 @@ def _settled(node, memo):
         return node
     if node.result is not None:
         return node.result
+    if node.op == "forward_saved":
+        return node         # it reads its forward's node for what that wrote beside its value, evaluated or not
     hit = memo.get(id(node))
     if hit is None:
         args = tuple(_settled(a, memo) for a in node.args)

@@ -1,4 +1,5 @@
-"""Optimizers with PyTorch's update rules: SGD (momentum, dampening, nesterov, weight decay) and AdamW.
+"""Optimizers: SGD (momentum, dampening, nesterov, weight decay) and AdamW with PyTorch's update
+rules; LARS and LAMB, whose trust ratios of whole-tensor norms are reductions inside the update.
 
 Design: docs/design/training-step.md, section "lazytensor/nn/optim.py".
 """
@@ -8,6 +9,7 @@ import numpy as np
 
 from lazytensor.core.tensor import Tensor, empty, zeros
 from lazytensor.ops.elementwise import sqrt, where
+from lazytensor.ops.reductions import sum as _sum
 from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
 
@@ -126,3 +128,66 @@ class AdamW(Optimizer):
         decayed = w * (1.0 - self.lr * self.weight_decay) if self.weight_decay else w
         return [(self.m[i], m), (self.v[i], v), (w, decayed - step_size * (m / denom))]
 
+
+def _norm(x):
+    return sqrt(_sum(x * x))
+
+
+def _trust_ratio(numerator, denominator, wn, other_norm):
+    """numerator / denominator where |w| and the other norm are both > 0, else 1 (the papers' guard;
+    the inner where keeps a zero denominator out of the division)."""
+    ok = (wn > 0) & (other_norm > 0)
+    return where(ok, numerator / where(ok, denominator, 1.0), 1.0)
+
+
+class LARS(Optimizer):
+    """You et al. 2017 with PyTorch-style momentum: local = trust_coefficient * |w| / (|g| + wd |w|)
+    (1 unless both norms are > 0); d = (g + wd w) * local; buf = d on the first step, else
+    momentum * buf + d; w -= lr * buf. |.| is the L2 norm over the whole tensor."""
+
+    def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 trust_coefficient: float = 0.001, master_weights: bool = True):
+        super().__init__(params, lr, master_weights)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.trust_coefficient = float(trust_coefficient)
+        self.buffers = [zeros(p.shape, _F32 if m is not None else p.dtype, p.device) if momentum else None
+                        for p, m in zip(self.params, self.master)]
+
+    def _update(self, i, w, g):
+        wn, gn = _norm(w), _norm(g)
+        local = _trust_ratio(self.trust_coefficient * wn, gn + self.weight_decay * wn, wn, gn).astype(w.dtype)
+        d = (g + self.weight_decay * w) * local if self.weight_decay else g * local
+        writes = []
+        if self.momentum:
+            buf = self.buffers[i]
+            d = where(self.taken > 0, self.momentum * buf + d, d)
+            writes.append((buf, d))
+        writes.append((w, w - self.lr * d))
+        return writes
+
+
+class LAMB(Optimizer):
+    """You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
+    m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+    + wd w; ratio = |w| / |u| (1 unless both norms are > 0); w -= lr * ratio * u."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
+                 master_weights: bool = True):
+        super().__init__(params, lr, master_weights)
+        self.b1, self.b2 = (float(b) for b in betas)
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.m = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
+        self.v = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
+
+    def _update(self, i, w, g):
+        t = self.taken + 1
+        m = self.b1 * self.m[i] + (1.0 - self.b1) * g
+        v = self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)
+        mhat = m / (1.0 - self.b1 ** t).astype(w.dtype)
+        vhat = v / (1.0 - self.b2 ** t).astype(w.dtype)
+        u = mhat / (sqrt(vhat) + self.eps)
+        if self.weight_decay:
+            u = u + self.weight_decay * w
+        wn, un = _norm(w), _norm(u)
+        ratio = _trust_ratio(wn, un, wn, un).astype(w.dtype)
+        return [(self.m[i], m), (self.v[i], v), (w, w - self.lr * ratio * u)]

@@ -44,7 +44,7 @@ class TrainStep:
             raise TypeError(f"lt.train_step: loss_fn must be callable as loss_fn(logits, labels) -> a scalar "
                             f"expression, e.g. lt.cross_entropy; got {type(loss_fn).__name__}")
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"lt.train_step: optimizer must be an lt.optim optimizer (SGD, AdamW); "
+            raise TypeError(f"lt.train_step: optimizer must be an lt.optim optimizer (SGD, AdamW, LARS, LAMB); "
                             f"got {type(optimizer).__name__}")
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.device = optimizer.params[0].device

@@ -14,6 +14,13 @@ def materialized(node, backend, steps, cut, shared=True) -> "_tensor.Tensor":
     kept = evaluated_tensor(cut, node) if shared else (node if isinstance(node, _tensor.Tensor) else None)
     if isinstance(kept, _tensor.Tensor):
         return kept
+    plan_steps = getattr(cut, "steps", None)
+    if shared and plan_steps is not None and steps is not plan_steps:
+        # Shared from here on, the temporary's writer goes into the plan now, after the caller's steps
+        # so far: a reader that a later cut plans (the forward under a pooling's backward) comes after it.
+        plan_steps.extend(steps)
+        steps.clear()
+        steps = plan_steps
     tmp = backend.empty(tuple(node.shape), node.dtype)
     new_steps = cut.plan(node, tmp, backend)
     steps.extend(new_steps)

@@ -21,6 +21,10 @@ def build_forward_saved(node, backend, cut, out):
     side = getattr(cut, "side", None)
     if side is None:
         raise ValueError("forward_saved: planned without the plan's cutter, which records the forward's saved results")
+    if source.result is not None:   # the forward ran in an earlier plan: read what it left
+        if part == "relu_mask":
+            return _relu_mask(source.result, backend, cut, side)
+        return [], source.attrs.saved.forward_results(False, "forward_saved")[part]
     if part == "relu_mask":
         return _relu_mask(source, backend, cut, side)
     cut(source)                     # the forward batch_norm: planned once, it records its saved rows
