@@ -109,7 +109,7 @@ def build_batch_norm(node, backend, cut, out):
             a.saved.path = f"stage 1: {choice}" + (f" ({times})" if times else "")
         elif conv is not None and conv.path == "cudnn":     # float32, bfloat16, float64: no genstats engine
             choice = REDUCTION
-            a.saved.path = f"stage 1: cudnn + statistics reduction ({genstats_refusal(x.dtype)})"
+            a.saved.path = f"stage 1: cuDNN conv + statistics reduction ({genstats_refusal(x.dtype)})"
         else:
             choice = "conv + statistics reduction"
             a.saved.path = f"stage 1: {'im2col + BLAS' if backend.host_memory else conv.path if conv else 'input'}" \

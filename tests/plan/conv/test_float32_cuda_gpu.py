@@ -226,6 +226,10 @@ def test_float64_convs_on_cudnn_where_it_offers_them(strict):
 def test_a_rejected_graph_raises_and_leaves_the_caller_untouched(strict, monkeypatch):
     from lazytensor.cbr import cudnn_conv
     from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+    from lazytensor.plan.conv.steps import Conv2dStep
+    from lazytensor.kernels import config as config_module
+    monkeypatch.setattr(Conv2dStep, "rejected", {})         # the test's rejection is forgotten after it
+    monkeypatch.setattr(config_module, "_warned", set())     # and its warning is said here
     x, w, _ = operands((2, 6, 6, 8), (8, 3, 3, 8), 1, 1, 1, seed=9)
     gamma, beta, rm0, rv0 = _bn_operands(8, 10)
     RM, RV = cuda(rm0.copy(), rv0.copy())
