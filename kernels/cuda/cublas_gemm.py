@@ -12,7 +12,20 @@ import numpy as np
 from lazytensor.kernels.config import config
 
 OP_N, OP_T = 0, 1
-_DATA_TYPE = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.float64): 1}    # cudaDataType
+class _ByDtypeName(dict):
+    """A table keyed by NumPy dtype name, looked up by any dtype (ml_dtypes' bfloat16 is "bfloat16")."""
+
+    def __getitem__(self, dtype):
+        return super().__getitem__(np.dtype(dtype).name)
+
+    def __contains__(self, dtype):
+        try:
+            return super().__contains__(np.dtype(dtype).name)
+        except TypeError:       # not a dtype at all
+            return False
+
+
+_DATA_TYPE = _ByDtypeName(float16=2, float32=0, float64=1, bfloat16=14)     # cudaDataType (CUDA_R_16BF = 14)
 _COMPUTE_32F, _COMPUTE_64F = 68, 70                 # cublasComputeType_t
 _COMPUTE_32F_FAST_TF32 = 77                         # float32 data on TF32 tensor cores
 _ALGO_DEFAULT = -1                                  # CUBLAS_GEMM_DEFAULT
@@ -217,7 +230,7 @@ def run_gemm(args: GemmArguments, a, b, out) -> None:
 def arguments_for(a, b, out):
     """gemm_arguments for three arrays, or (None, why); only float16/32/64 of one dtype."""
     if not (a.dtype == b.dtype == out.dtype) or out.dtype not in _DATA_TYPE:
-        return None, f"{out.dtype} operands (cuBLAS GEMM is called here for float16, float32 and float64)"
+        return None, f"{out.dtype} operands (cuBLAS GEMM is called here for float16, bfloat16, float32 and float64)"
     return gemm_arguments(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, out.dtype.itemsize)
 
 

@@ -185,3 +185,13 @@ def test_host_or_raise_names_the_op_the_reason_and_the_fixes(monkeypatch):
             config_module.host_or_raise("conv2d of x (1, 2, 2, 8)", "no engine")
     assert len(seen) == 1 and issubclass(seen[0].category, lt.HostFallbackWarning), seen
     assert "runs on the host and is copied back" in str(seen[0].message)
+
+
+def test_cublas_data_types_are_keyed_by_dtype_name():
+    table = cublas_gemm._DATA_TYPE
+    assert table[np.float16] == 2 and table[np.dtype(np.float32)] == 0 and table["float64"] == 1
+    assert np.int32 not in table and "not a dtype" not in table
+    assert dict.__getitem__(table, "bfloat16") == 14      # CUDA_R_16BF, for ml_dtypes' bfloat16
+    _, why = cublas_gemm.arguments_for(np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32),
+                                       np.zeros((2, 2), np.int32))
+    assert "int32 operands" in why
