@@ -253,3 +253,20 @@ def test_a_rejected_graph_raises_and_leaves_the_caller_untouched(strict, monkeyp
     check("CBR forward on the host", out.numpy(), np.maximum((c - mean) / np.sqrt(var + 1e-5) * gamma + beta, 0),
           STRICT_BN)
     assert "on the host (lt.config.allow_host)" in text, text
+
+
+def test_float32_batch_norm_alone_and_pooling_stay_on_the_device(strict):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 8, 8, 16)).astype(np.float32)
+    gamma, beta, rm0, rv0 = _bn_operands(16, 12)
+    X, G, B, RM, RV = cuda(x, gamma, beta, rm0.copy(), rv0.copy())
+    made = {"batch_norm": lambda: lt.batch_norm(X, G, B, RM, RV, training=False),
+            "max_pool2d": lambda: lt.max_pool2d(X, 2), "avg_pool2d": lambda: lt.avg_pool2d(X, 2)}
+    x64 = x.astype(np.float64)
+    windows = x64.reshape(4, 4, 2, 4, 2, 16)
+    want = {"batch_norm": (x64 - rm0) / np.sqrt(rv0.astype(np.float64) + 1e-5) * gamma + beta,
+            "max_pool2d": windows.max(axis=(2, 4)), "avg_pool2d": windows.mean(axis=(2, 4))}
+    for name, make in made.items():
+        check(f"{name} float32", lt.evaluate(make()).numpy(), want[name], STRICT)
+        text = str(lt.explain(make(), source=False))
+        assert "on the host" not in text and "on cuda" in text, text
