@@ -33,9 +33,10 @@ from lazytensor.cbr.conv_reference import conv2d_nhwc_reference
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu,
                                    pytest.mark.skipif(not cudnn_ready(), reason="needs CUDA, CuPy and cuDNN")])
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
-# (device, storage dtype): on CUDA the fused path takes float16 activations and weights.
+# (device, storage dtype): on CUDA in float16 and in strict float32 (the suite's TF32 setting, off)
 CONFIGS = [pytest.param("cpu", F32, id="cpu-float32"), pytest.param("cpu", F16, id="cpu-float16"),
-           pytest.param(*CUDA.values, F16, marks=CUDA.marks, id="cuda-float16")]
+           pytest.param(*CUDA.values, F16, marks=CUDA.marks, id="cuda-float16"),
+           pytest.param(*CUDA.values, F32, marks=CUDA.marks, id="cuda-float32")]
 MODES = [pytest.param(True, id="train"), pytest.param(False, id="eval")]
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
