@@ -10,6 +10,7 @@ from lazytensor.core.tensor import Tensor, empty, zeros
 from lazytensor.ops.elementwise import sqrt, where
 from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
+from lazytensor.core.dtypes import is_float
 
 _F32 = np.dtype(np.float32)
 
@@ -20,7 +21,7 @@ class Optimizer:
         if not self.params:
             raise ValueError("the optimizer got no parameters")
         for p in self.params:
-            if not isinstance(p, Tensor) or p.dtype.kind != "f":
+            if not isinstance(p, Tensor) or not is_float(p.dtype):
                 raise TypeError(f"parameters must be floating-point Tensors; got {p!r}")
         self.lr = float(lr)
         self.steps = 0
