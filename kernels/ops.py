@@ -163,7 +163,8 @@ _SPECS = [
            py={"b": "{0}", "u": "{0}", "*": "abs({0})"}),
     OpSpec("sign", 1, np.sign, ufunc_rule(np.sign),
            c={"u": "({T})({0} > 0)", "i": "({T})(({0} > 0) - ({0} < 0))",
-              "f": "({0} > 0 ? 1 : ({0} < 0 ? -1 : ({0} == 0 ? 0 : {0})))"},
+              "f": "({0} > 0 ? 1 : ({0} < 0 ? -1 : ({0} == 0 ? 0 : {0})))",
+              "bf16": "({0} > 0 ? 1.0f : ({0} < 0 ? -1.0f : {0}))"},
            py={"u": "(1 if {0} > 0 else 0)", "i": "(1 if {0} > 0 else (-1 if {0} < 0 else 0))",
                "f": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else ({0} if {0} != {0} else 0.0)))",
                "bf16": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else {0}))"}),   # ml_dtypes': sign(-0.0) is -0.0
@@ -254,7 +255,7 @@ _SPECS += [
     # C's nextafter for float32/float64; float16 steps to the neighbouring half (a helper of its own),
     # equal operands giving what the installed NumPy's float16 loop gives (HALF_NEXTAFTER_EQUAL_GIVES_Y).
     OpSpec("nextafter", 2, np.nextafter, ufunc_rule(np.nextafter),
-           c={"f": "lt_nextafter<{N}>({0}, {1})"},
+           c={"f": "lt_nextafter<{N}>({0}, {1})", "bf16": "lt_nextafter_bf16({0}, {1})"},
            py={"f16": f"lt_nextafter({{0}}, {{1}}, 16, {HALF_NEXTAFTER_EQUAL_GIVES_Y})", "bf16": "lt_nextafter_bf16({0}, {1})",
                "f": "lt_nextafter({0}, {1}, {N})"}),
     # fmod: the remainder with the dividend's sign (C's); x fmod 0 and MIN fmod -1 are 0, as NumPy gives.

@@ -9,8 +9,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from lazytensor.kernels.ops import BFLOAT16
+
 OP_N, OP_T = 0, 1
-_DATA_TYPE = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.float64): 1}    # cudaDataType
+_DATA_TYPE = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.float64): 1,    # cudaDataType
+              BFLOAT16: 14}       # CUDA_R_16BF: bfloat16 inputs and output, float32 compute
 _COMPUTE_32F, _COMPUTE_64F = 68, 70                 # cublasComputeType_t
 _ALGO_DEFAULT = -1                                  # CUBLAS_GEMM_DEFAULT
 WORKSPACE_BYTES = 32 << 20                          # cuBLAS's recommendation for Hopper
@@ -189,9 +192,9 @@ def run_gemm(args: GemmArguments, a, b, out) -> None:
 
 
 def arguments_for(a, b, out):
-    """gemm_arguments for three arrays, or (None, why); only float16/32/64 of one dtype."""
+    """gemm_arguments for three arrays, or (None, why); only float16/32/64 and bfloat16 of one dtype."""
     if not (a.dtype == b.dtype == out.dtype) or out.dtype not in _DATA_TYPE:
-        return None, f"{out.dtype} operands (cuBLAS GEMM is called here for float16, float32 and float64)"
+        return None, f"{out.dtype} operands (cuBLAS GEMM is called here for float16, bfloat16, float32 and float64)"
     return gemm_arguments(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, out.dtype.itemsize)
 
 
