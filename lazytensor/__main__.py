@@ -19,6 +19,8 @@ def main(argv=None) -> int:
     bench.add_argument("--quick", action="store_true",
                        help="a few steps per configuration: a smoke test, not a measurement (suite train; "
                             "also LAZYTENSOR_BENCH_QUICK=1)")
+    bench.add_argument("--amp", choices=["float16", "bfloat16"], default=None,
+                       help="suite train on CUDA: the autocast dtype of both lazytensor and PyTorch (default float16)")
     from lazytensor.train.command import add_train_command, check_train_arguments
     train = add_train_command(sub)
     args = parser.parse_args(argv)
@@ -37,7 +39,7 @@ def main(argv=None) -> int:
         run_train(args)
     else:
         from lazytensor.bench.suites import run_suites
-        run_suites(args.device, args.suite, print)
+        run_suites(args.device, args.suite, print, args.amp)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from lazytensor.cbr.progress import progress
 
 
-def run_suites(device: str, suite: str, print_fn=print) -> None:
+def run_suites(device: str, suite: str, print_fn=print, amp: str | None = None) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
     for name in progress(wanted, f"bench on {device}", unit="suite"):
         if name == "interactive" and device == "cuda":     # the host's side of small calls on CUDA
@@ -18,7 +18,7 @@ def run_suites(device: str, suite: str, print_fn=print) -> None:
             run_autodiff_bench(print_fn, device)
         elif name == "train":             # whole training steps: one module for both devices
             from lazytensor.bench.train import run_train_bench
-            run_train_bench(print_fn, device)
+            run_train_bench(print_fn, device, amp)
         elif name == "epilogue":          # a Linear layer's forward: GEMM + kernel or cuBLASLt's epilogue
             from lazytensor.bench.matmul_epilogue import run_epilogue_bench
             run_epilogue_bench(print_fn)

@@ -20,6 +20,9 @@ timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.tim
 CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
 torch imports; a smoke test of the suite more than a measurement.
 
+--amp bfloat16 (CUDA) runs both sides in bfloat16 instead: lt.train_step(amp="bfloat16") against
+PyTorch's bfloat16 autocast (no GradScaler in any mode).
+
 LAZYTENSOR_BENCH_QUICK=1 (or --quick) runs each configuration for a few steps: a smoke test.
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ CUDA_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 512), ("VGG16-BN", "vgg16bn", 224, 6
 CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8),)
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
 LAZYTENSOR = "lazytensor lt.train_step"
+AMP_DTYPES = ("float16", "bfloat16")      # --amp: float16 (the default on CUDA) or bfloat16 autocast
 
 
 @dataclass
@@ -77,7 +81,14 @@ def _num_classes(px: int) -> int:
     return 10 if px == 32 else 1000
 
 
-def lazytensor_row(config, name, px, batch, device, timer) -> Row:
+def _amp(device: str, amp) -> str | None:
+    """The AMP dtype of a run: None (float32, the CPU's), "float16" or "bfloat16"."""
+    if device != "cuda":
+        return None
+    return amp or "float16"
+
+
+def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
     from lazytensor.kernels.backend import backend_for
     from lazytensor.nn.optim import SGD
     from lazytensor.nn.train_step import train_step
@@ -86,26 +97,30 @@ def lazytensor_row(config, name, px, batch, device, timer) -> Row:
     from lazytensor.train.data import SyntheticBatches
     from lazytensor.train.models import build_model
 
-    amp = device == "cuda"
+    from lazytensor.core.dtypes import BFLOAT16
+    amp = _amp(device, amp)
+    dtype = {None: np.float32, "float16": np.float16, "bfloat16": BFLOAT16}[amp]
     with PeakMemory(device) as peak:
-        model = build_model(name, px, _num_classes(px), dtype=np.float16 if amp else np.float32, device=device)
+        model = build_model(name, px, _num_classes(px), dtype=dtype, device=device)
         x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
         optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
-        step = train_step(model, cross_entropy, optimizer, amp=amp)
+        step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(amp, amp))
         seconds = timer(lambda: step(x, labels))
         backend_for(device).synchronize()
-    return Row(config, LAZYTENSOR + (" (AMP)" if amp else ""), batch / seconds,
-               peak.bytes if device == "cuda" else None)
+    label = "" if amp is None else " (AMP)" if amp == "float16" else f" (AMP {amp})"
+    return Row(config, LAZYTENSOR + label, batch / seconds, peak.bytes if device == "cuda" else None)
 
 
-def torch_rows(torch, config, name, px, batch, device, timer) -> list:
+def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:
     """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA); eager alone on the CPU."""
     modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager",)
+    amp = _amp(device, amp)
+    label = "" if amp is None else "AMP " if amp == "float16" else f"AMP {amp} "
     rows = []
     for mode in modes:
         try:
-            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer)
-            rows.append(Row(config, f"PyTorch {'AMP ' if device == 'cuda' else ''}{mode}", batch / seconds, peak))
+            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer, amp)
+            rows.append(Row(config, f"PyTorch {label}{mode}", batch / seconds, peak))
         except Exception as exc:     # a peer that fails is reported, not fatal to the run
             rows.append(Row(config, f"PyTorch {mode}", None, None, f"failed: {type(exc).__name__}: {exc}"[:200]))
         gc.collect()
@@ -114,10 +129,11 @@ def torch_rows(torch, config, name, px, batch, device, timer) -> list:
     return rows
 
 
-def _torch_mode(torch, mode, name, px, batch, device, timer):
+def _torch_mode(torch, mode, name, px, batch, device, timer, amp="float16"):
     from lazytensor.bench.torch_models import build
     F = torch.nn.functional
     cuda = device == "cuda"
+    autocast = torch.bfloat16 if amp == "bfloat16" else torch.float16
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cudnn.benchmark = not quick()
@@ -128,14 +144,15 @@ def _torch_mode(torch, mode, name, px, batch, device, timer):
     labels = torch.randint(0, _num_classes(px), (batch,), device=device)
 
     if mode == "CUDA graph":
-        step = _captured_step(torch, model, optimizer, x, labels)
+        step = _captured_step(torch, model, optimizer, x, labels, autocast)
     else:
         forward = torch.compile(model) if mode == "torch.compile" else model
-        scaler = torch.amp.GradScaler("cuda", enabled=cuda)
+        # bfloat16 autocast needs no loss scaling (float32's range), as PyTorch's recipes say
+        scaler = torch.amp.GradScaler("cuda", enabled=cuda and autocast is torch.float16)
 
         def step():
             optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(device, dtype=torch.float16, enabled=cuda):
+            with torch.autocast(device, dtype=autocast, enabled=cuda):
                 loss = F.cross_entropy(forward(x), labels)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
@@ -147,13 +164,13 @@ def _torch_mode(torch, mode, name, px, batch, device, timer):
     return seconds, None
 
 
-def _captured_step(torch, model, optimizer, x, labels):
+def _captured_step(torch, model, optimizer, x, labels, autocast):
     """PyTorch's whole-network capture: warm up on a side stream, capture one step, replay it."""
     F = torch.nn.functional
     static_x, static_labels = x.clone(), labels.clone()
 
     def body():
-        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+        with torch.autocast("cuda", dtype=autocast, cache_enabled=False):
             loss = F.cross_entropy(model(static_x), static_labels)
         loss.backward()
         optimizer.step()
@@ -178,25 +195,26 @@ def _captured_step(torch, model, optimizer, x, labels):
     return step
 
 
-def run_train_bench(print_fn=print, device: str = "cpu") -> list:
-    """Runs every configuration of the device, prints the table, returns its rows."""
+def run_train_bench(print_fn=print, device: str = "cpu", amp: str | None = None) -> list:
+    """Runs every configuration of the device, prints the table, returns its rows. amp: on CUDA,
+    "float16" (the default) or "bfloat16" autocast for both lazytensor and PyTorch."""
     timer = _seconds_per_step(device)
     torch = _torch(device)
     rows = []
     for config, name, px, batch in (CUDA_CONFIGS if device == "cuda" else CPU_CONFIGS):
         label = f"{config} {px}x{px}, batch {batch}"
         try:
-            rows.append(lazytensor_row(label, name, px, batch, device, timer))
+            rows.append(lazytensor_row(label, name, px, batch, device, timer, amp))
         except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
             traceback.print_exc()
             rows.append(Row(label, LAZYTENSOR, None, None, f"failed: {type(exc).__name__}: {exc}"[:300]))
         _progress(rows[-1])
         _free_device_memory(device)
         if torch is not None:
-            for row in torch_rows(torch, label, name, px, batch, device, timer):
+            for row in torch_rows(torch, label, name, px, batch, device, timer, amp):
                 rows.append(row)
                 _progress(row)
-    print_fn(render(rows, device, torch))
+    print_fn(render(rows, device, torch, _amp(device, amp)))
     return rows
 
 
@@ -218,7 +236,7 @@ def _free_device_memory(device):
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def render(rows: list, device: str, torch) -> str:
+def render(rows: list, device: str, torch, amp: str | None = "float16") -> str:
     from lazytensor.tools.peak_memory import format_bytes
     out = [f"lazytensor training-step benchmark on {device}" + (" (quick: a few steps, not a measurement)"
                                                                   if quick() else ""), "",
@@ -238,7 +256,8 @@ def render(rows: list, device: str, torch) -> str:
     if device == "cuda":
         notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); "
                      "PyTorch's torch.cuda.max_memory_allocated")
-        notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
+        notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)" if amp != "bfloat16"
+                     else "bfloat16 autocast in every PyTorch mode, no GradScaler; lazytensor amp='bfloat16'")
         notes.append("PyTorch: torch.backends.cudnn.benchmark = " + ("False (quick)" if quick() else "True in every mode"))
     else:
         notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")
