@@ -71,7 +71,7 @@ def lt_d2bf(x):
         return np.uint16(0xFFC0 if math.copysign(1.0, x) < 0 else 0x7FC0)
     sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
     a = abs(x)
-    if a >= 3.39617752923046e+38:                   # halfway above the largest bfloat16: inf
+    if a >= 3.39617752923046e+38:                     # halfway above the largest bfloat16: inf
         return np.uint16(sign | 0x7F80)
     if a < 1.1754943508222875e-38:                    # below 2**-126: subnormal, quantum 2**-133
         return np.uint16(sign | np.int64(np.rint(a * 1.0889035741470031e+40)))

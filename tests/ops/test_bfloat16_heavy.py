@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lazytensor as lt
+from tests.ops.test_bfloat16 import interpreter_only  # noqa: F401 (a fixture)
 
 BF = np.dtype(ml_dtypes.bfloat16)
 EPS = 2.0 ** -8          # bfloat16's unit roundoff: a result rounded once is within EPS * |value|
@@ -54,6 +55,17 @@ def test_reductions_accumulate_in_float32(a, axis):
     var = np.asarray(lt.var(x, axis=axis))
     assert_rounded_once(var, np.var(f, axis=axis), np.mean(f * f, axis=axis) * f.size, "var")
     assert lt.sum(x, axis=axis, dtype=lt.float32).dtype == np.float32
+
+
+def test_reductions_in_the_interpreter_tier(interpreter_only):  # noqa: F811
+    a = np.linspace(-3, 5, 37 * 11, dtype=np.float32).reshape(37, 11).astype(BF)
+    f = _f64(a)
+    for axis in (None, 0, 1):
+        for kind in ("sum", "mean"):
+            assert_rounded_once(np.asarray(getattr(lt, kind)(lt.asarray(a), axis=axis)), getattr(np, kind)(f, axis=axis),
+                                np.sum(np.abs(f), axis=axis), kind)
+        np.testing.assert_array_equal(_f64(np.asarray(lt.max(lt.asarray(a), axis=axis))), np.max(f, axis=axis))
+    assert float(lt.asarray(np.ones(1000, BF)).sum()) == 1000.0
 
 
 def test_a_long_sum_is_not_added_in_bfloat16():
