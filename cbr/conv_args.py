@@ -16,7 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+from lazytensor.kernels.ops import BFLOAT16
+
+FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), BFLOAT16)
 
 
 class CheckedConv(NamedTuple):
@@ -76,7 +78,7 @@ def validate_conv_args(x_shape, w_shape, x_dtype, w_dtype, stride=1, padding=0, 
     xd, wd = np.dtype(x_dtype), np.dtype(w_dtype)
     for name, dt in (("x", xd), ("w", wd)):
         if dt not in FLOAT_DTYPES:
-            raise TypeError(f"conv2d takes floating-point x and w (float16, float32 or float64); {name} is {dt}")
+            raise TypeError(f"conv2d takes floating-point x and w (float16, bfloat16, float32 or float64); {name} is {dt}")
     if xd != wd:
         raise TypeError(f"x is {xd} but w is {wd}; cast one so that both have the same dtype")
 

@@ -3,8 +3,8 @@
 The window gather is a view (`as_strided` over a zero-padded copy), so the only Python loop is
 over blocks of output rows, sized to keep the gathered columns in a few MiB: that bounds the
 temporary memory for large batches and keeps the BLAS operand warm in cache.
-float16 inputs are computed in float32 (NumPy's float16 matmul has no BLAS and rounds every
-partial sum); float64 stays float64. The result is cast back to x's dtype.
+float16 and bfloat16 inputs are computed in float32 (NumPy's float16 matmul has no BLAS and rounds
+every partial sum); float64 stays float64. The result is cast back to x's dtype.
 The backward (conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, below) runs one BLAS matmul
 per window tap, in the same compute dtypes.
 """

@@ -6,6 +6,7 @@ import numpy as np
 
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.cuda.cublas_gemm import run_gemm
+from lazytensor.kernels.ops import BFLOAT16
 
 # kernels/cpu/matmul_f16.py's threshold, here so that importing this module does not import numba.
 FLOAT16_KERNEL_MIN_WORK = 1 << 28
@@ -32,6 +33,10 @@ def run_matmul(backend, a, b, out, gemm=None) -> None:
     if float16_kernel:
         from lazytensor.kernels.cpu.matmul_f16 import matmul_f16     # numba, imported on first use
         matmul_f16(a, b, out)
+    elif host and out.dtype == BFLOAT16:
+        # BLAS in float32 (exact products of bfloat16 values), rounded once to bfloat16: as cuBLAS
+        # computes a bfloat16 GEMM, and np.matmul with ml_dtypes (whose float32 result we round)
+        out[...] = np.matmul(a.astype(np.float32), b.astype(np.float32))
     elif host:
         np.matmul(a, b, out=out)
     elif gemm is not None:

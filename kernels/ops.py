@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 
@@ -28,9 +29,12 @@ class OpSpec:
     py: dict = field(repr=False)  # snippets for numba
     symbol: str | None = None    # infix spelling for repr/explain, e.g. '+'
 
-    def snippet(self, lang: str, kinds: str, bits: int | None = None) -> str:
+    def snippet(self, lang: str, kinds: str, bits: int | None = None, bfloat16: bool = False) -> str:
+        """The snippet for operands of `kinds` (one letter each) `bits` wide; bfloat16 operands take
+        a "bf16" snippet where the op has one, else the generic float one (never float16's)."""
         table = self.c if lang == "c" else self.py
-        for k in ((f"{kinds}{bits}" if bits else kinds), kinds, kinds[0], "*"):
+        first = "bf16" if bfloat16 else (f"{kinds}{bits}" if bits else kinds)
+        for k in (first, kinds, kinds[0], "*"):
             if k in table:
                 return table[k]
         raise KeyError(f"op {self.name!r} has no {lang} snippet for operand kinds {kinds!r}")
@@ -159,9 +163,11 @@ _SPECS = [
            py={"b": "{0}", "u": "{0}", "*": "abs({0})"}),
     OpSpec("sign", 1, np.sign, ufunc_rule(np.sign),
            c={"u": "({T})({0} > 0)", "i": "({T})(({0} > 0) - ({0} < 0))",
-              "f": "({0} > 0 ? 1 : ({0} < 0 ? -1 : ({0} == 0 ? 0 : {0})))"},
+              "f": "({0} > 0 ? 1 : ({0} < 0 ? -1 : ({0} == 0 ? 0 : {0})))",
+              "bf16": "({0} > 0 ? 1.0f : ({0} < 0 ? -1.0f : {0}))"},
            py={"u": "(1 if {0} > 0 else 0)", "i": "(1 if {0} > 0 else (-1 if {0} < 0 else 0))",
-               "f": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else ({0} if {0} != {0} else 0.0)))"}),
+               "f": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else ({0} if {0} != {0} else 0.0)))",
+               "bf16": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else {0}))"}),   # ml_dtypes': sign(-0.0) is -0.0
     OpSpec("floor", 1, np.floor, ufunc_rule(np.floor), c={"f": "floor({0})", "*": "{0}"},
            py={"f": "np.floor({0})", "*": "{0}"}),
     OpSpec("ceil", 1, np.ceil, ufunc_rule(np.ceil), c={"f": "ceil({0})", "*": "{0}"},
@@ -173,17 +179,17 @@ _SPECS = [
     # numba: float32 and float16 loops call branch-free float32 code that vectorizes (exp, log, tanh,
     # sigmoid: kernels/cpu/numba_vector_math.py); libm's, called per element, kept the loop scalar
     OpSpec("exp", 1, np.exp, ufunc_rule(np.exp), c={"f": "exp({0})"},
-           py={"f32": "lt_exp_f32({0})", "f16": "lt_exp_f32({0})", "f": "np.exp({0})"}),
+           py={"f32": "lt_exp_f32({0})", "f16": "lt_exp_f32({0})", "bf16": "lt_exp_f32({0})", "f": "np.exp({0})"}),
     OpSpec("log", 1, np.log, ufunc_rule(np.log), c={"f": "log({0})"},
-           py={"f32": "lt_log_f32({0})", "f16": "lt_log_f32({0})", "f": "np.log({0})"}),
+           py={"f32": "lt_log_f32({0})", "f16": "lt_log_f32({0})", "bf16": "lt_log_f32({0})", "f": "np.log({0})"}),
     _unary_float("log1p", "log1p"),
     _unary_float("expm1", "expm1"), _unary_float("sqrt", "sqrt"), _unary_float("sin", "sin"),
     _unary_float("cos", "cos"), _unary_float("tan", "tan"),
     OpSpec("tanh", 1, np.tanh, ufunc_rule(np.tanh), c={"f": "tanh({0})"},
-           py={"f32": "lt_tanh_f32({0})", "f16": "lt_tanh_f32({0})", "f": "np.tanh({0})"}),
+           py={"f32": "lt_tanh_f32({0})", "f16": "lt_tanh_f32({0})", "bf16": "lt_tanh_f32({0})", "f": "np.tanh({0})"}),
     OpSpec("sigmoid", 1, _sigmoid_reference, _sigmoid_rule,
            c={"f": "(({T})1 / (({T})1 + exp(-{0})))"},
-           py={"f32": "lt_sigmoid_f32({0})", "f16": "lt_sigmoid_f32({0})", "f": "lt_sigmoid({0})"}),
+           py={"f32": "lt_sigmoid_f32({0})", "f16": "lt_sigmoid_f32({0})", "bf16": "lt_sigmoid_f32({0})", "f": "lt_sigmoid({0})"}),
     OpSpec("relu", 1, _relu_reference, _relu_rule,
            c={"f": "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)", "*": "({0} > 0 ? {0} : ({T})0)"},
            py={"f": "({0} if ({0} > 0 or {0} != {0}) else 0.0)", "*": "({0} if {0} > 0 else {T}(0))"}),
@@ -249,8 +255,9 @@ _SPECS += [
     # C's nextafter for float32/float64; float16 steps to the neighbouring half (a helper of its own),
     # equal operands giving what the installed NumPy's float16 loop gives (HALF_NEXTAFTER_EQUAL_GIVES_Y).
     OpSpec("nextafter", 2, np.nextafter, ufunc_rule(np.nextafter),
-           c={"f": "lt_nextafter<{N}>({0}, {1})"},
-           py={"f16": f"lt_nextafter({{0}}, {{1}}, 16, {HALF_NEXTAFTER_EQUAL_GIVES_Y})", "f": "lt_nextafter({0}, {1}, {N})"}),
+           c={"f": "lt_nextafter<{N}>({0}, {1})", "bf16": "lt_nextafter_bf16({0}, {1})"},
+           py={"f16": f"lt_nextafter({{0}}, {{1}}, 16, {HALF_NEXTAFTER_EQUAL_GIVES_Y})", "bf16": "lt_nextafter_bf16({0}, {1})",
+               "f": "lt_nextafter({0}, {1}, {N})"}),
     # fmod: the remainder with the dividend's sign (C's); x fmod 0 and MIN fmod -1 are 0, as NumPy gives.
     OpSpec("fmod", 2, np.fmod, ufunc_rule(np.fmod),
            c={"i": "lt_fmod_i({0}, {1})", "u": "lt_mod_u({0}, {1})", "f": "fmod({0}, {1})"},
@@ -272,11 +279,25 @@ _SPECS += [
 
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
 
-# The dtypes every backend supports.
+# NumPy's dtypes, which every backend supports.
 DTYPES = tuple(np.dtype(t) for t in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64"))
 
+# bfloat16 is ml_dtypes' (as JAX's): NumPy sees a dtype of kind "V", so code asking "is this a
+# float?" asks is_float, not dtype.kind. Every backend supports it too.
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+ALL_DTYPES = DTYPES + (BFLOAT16,)
+_KINDS = {"b": "b", "i": "i", "u": "u", "f": "f"}
+
 
 def kind(dtype: np.dtype) -> str:
-    return {"b": "b", "i": "i", "u": "u", "f": "f"}[dtype.kind]
+    k = _KINDS.get(dtype.kind)
+    if k is None and dtype == BFLOAT16:
+        return "f"
+    return _KINDS[dtype.kind] if k is None else k
+
+
+def is_float(dtype) -> bool:
+    """Whether `dtype` is a real floating type: NumPy's float16/32/64 or bfloat16."""
+    return dtype.kind == "f" or dtype == BFLOAT16

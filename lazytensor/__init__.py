@@ -56,6 +56,7 @@ from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_pro
 from lazytensor.ops import random
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
                                    float32, float64, newaxis, pi, e, inf, nan)
+from lazytensor.core.names import bfloat16     # ml_dtypes' bfloat16, as JAX spells it
 # The Array API's functions NumPy also has: products, searching, sets, differences, views.
 from lazytensor.ops.products import matrix_transpose, tensordot, vecdot
 from lazytensor.ops.searching import count_nonzero, searchsorted
@@ -112,4 +113,5 @@ __all__ = [
     "unique_inverse", "unique_values", "diff", "broadcast_arrays", "meshgrid", "unstack", "tril", "triu",
     # the CBR backward's conv_grads as an object lt.explain shows
     "ConvGradsCall",
+    "bfloat16",
 ]

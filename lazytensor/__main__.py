@@ -19,9 +19,11 @@ def main(argv=None) -> int:
     bench.add_argument("--quick", action="store_true",
                        help="a few steps per configuration: a smoke test, not a measurement (suite train; "
                             "also LAZYTENSOR_BENCH_QUICK=1)")
-    bench.add_argument("--dtype", choices=["float16", "float32"], default="float16",
-                       help="suite train on CUDA: float16 (AMP, the default) or float32 (no AMP, each library's "
-                            "default TF32 settings)")
+    bench.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None,
+                       help="suite train on CUDA: float16 or bfloat16 (AMP in that dtype, both lazytensor and "
+                            "PyTorch; default float16) or float32 (no AMP, each library's default TF32 settings)")
+    bench.add_argument("--amp", choices=["float16", "bfloat16"], default=None,
+                       help="the same as --dtype float16 / bfloat16")
     from lazytensor.train.command import add_train_command, check_train_arguments
     train = add_train_command(sub)
     args = parser.parse_args(argv)
@@ -40,7 +42,9 @@ def main(argv=None) -> int:
         run_train(args)
     else:
         from lazytensor.bench.suites import run_suites
-        run_suites(args.device, args.suite, print, args.dtype)
+        if args.amp and args.dtype and args.amp != args.dtype:
+            parser.error(f"--amp {args.amp} and --dtype {args.dtype} disagree")
+        run_suites(args.device, args.suite, print, args.dtype or args.amp)
     return 0
 
 

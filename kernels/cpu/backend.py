@@ -26,6 +26,7 @@ from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, la
 from lazytensor.kernels.cpu.render_numba import render_numba
 from lazytensor.kernels.cpu.render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
 from lazytensor.kernels.cpu import stream_stores
+from lazytensor.kernels.ops import BFLOAT16
 
 # Kernels inline the prelude's helpers, but numba's cache only checks the kernel module's own
 # stamp: the prelude's hash goes into every kernel's name, so a changed prelude is never served stale.
@@ -44,6 +45,7 @@ PARALLEL_MIN_ELEMENTS = 1 << 17
 
 _FLAT = {nd: Layout(nd, True) for nd in range(33)}
 _F16 = np.dtype(np.float16)
+_HALVES = frozenset((_F16, BFLOAT16))     # 16-bit floats: their arrays travel as uint16 bit patterns
 
 
 class CpuKernel:
@@ -51,14 +53,14 @@ class CpuKernel:
 
     def __init__(self, name, source, module, path, f16, n_inputs=None):
         self.name, self.source, self.module, self.path = name, source, module, path
-        self.f16 = f16              # float16 operands travel as uint16 bit patterns
+        self.f16 = f16              # float16 and bfloat16 operands travel as uint16 bit patterns
         # where the further outputs start among the array arguments after `out`, for a module with
         # kernel_stream (else None)
         self.n_inputs = n_inputs if hasattr(module, "kernel_stream") else None
 
 
 def _kernel_arg(a: np.ndarray):
-    return a.view(np.uint16) if a.dtype == _F16 else a
+    return a.view(np.uint16) if a.dtype in _HALVES else a
 
 
 def layout_for_shape(shape: tuple, inputs) -> Layout:
@@ -153,7 +155,7 @@ class CpuBackend(Backend):
                     report_damaged(path, "cut short or overwritten: it is not the kernel's text")
                 if not write_atomically(path, source):
                     path = None             # the folder cannot be written: no disk cache
-        f16 = _F16 in program.input_dtypes() or any(dtype == _F16 for _, dtype in program.stores())
+        f16 = not _HALVES.isdisjoint(program.input_dtypes()) or any(dtype in _HALVES for _, dtype in program.stores())
         return CpuKernel(name, source, _import(name, source, path), path, f16, program.n_inputs)
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
@@ -402,7 +404,7 @@ class _ReadyReduction:
 
     def __init__(self, cache, spec, flat_spec, kernel, small, rows, state_dtypes):
         module = kernel.module
-        self.f16 = kernel.f16 or spec.out_dtype == _F16     # float16 arrays travel as uint16 bit patterns
+        self.f16 = kernel.f16 or spec.out_dtype in _HALVES    # 16-bit float arrays travel as uint16 bit patterns
         self.cache = cache
         self.spec = spec
         self.shape = spec.in_shape

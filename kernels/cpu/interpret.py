@@ -1,8 +1,9 @@
 """The interpreter tier: an ElementwiseProgram run with NumPy's own ufuncs, one whole-array operation
 per instruction, while the program's compiled kernel is built in the background.
 
-It computes what the compiled kernel computes: each instruction in its dtype, float16 values rounded
-after every op (NumPy's float16 loops compute in float32 and round, as the kernels do), integers
+It computes what the compiled kernel computes: each instruction in its dtype, float16 and bfloat16
+values rounded after every op (NumPy's float16 loops and ml_dtypes' bfloat16 loops compute in float32
+and round, as the kernels do), integers
 wrapping, and lazytensor's own meaning where it differs from NumPy's (ops below: integer powers with
 a negative exponent, relu of -0.0, division by zero). Integer and exactly rounded ops give the same
 bits as the kernel; transcendental functions may differ by an ulp (NumPy's loops are not numba's).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.kernels.ops import OPS
+from lazytensor.kernels.ops import BFLOAT16, OPS, is_float
 from lazytensor.kernels.program import ElementwiseProgram
 
 
@@ -24,7 +25,7 @@ def _relu(x):
     -0.0 into +0.0, and NaNs, which it may not keep bit for bit, are copied from x."""
     zero = x.dtype.type(0)
     r = np.asarray(np.maximum(x, zero))     # (a 0-d operand gives a NumPy scalar: written below)
-    if r.dtype.kind == "f":
+    if is_float(r.dtype):
         np.add(r, zero, out=r)
         nan = x != x
         if nan.any():
@@ -52,7 +53,15 @@ def _reciprocal(x):
     return np.where(zero, x.dtype.type(0), np.reciprocal(np.where(zero, x.dtype.type(1), x)))
 
 
-_OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal}
+def _sigmoid(x):
+    """bfloat16 computes in float32 and rounds once, as its kernels do (the op table's reference,
+    1 / (1 + exp(-x)) in bfloat16 ops, would round three times)."""
+    if x.dtype == BFLOAT16:
+        return OPS["sigmoid"].reference(x.astype(np.float32)).astype(BFLOAT16)
+    return OPS["sigmoid"].reference(x)
+
+
+_OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal, "sigmoid": _sigmoid}
 
 
 def _value(op: str, args):

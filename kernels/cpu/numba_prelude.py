@@ -1,8 +1,8 @@
 """Scalar helpers that generated numba kernels call: NumPy's exact semantics where plain Python
 or C would differ (integer division by zero, floor division of floats, float16 rounding).
 
-numba has no float16 type on the CPU, so float16 arrays travel as their uint16 bit patterns and
-these helpers convert, rounding to nearest-even exactly as NumPy does.
+numba has no float16 or bfloat16 type on the CPU, so their arrays travel as their uint16 bit
+patterns and these helpers convert, rounding to nearest-even exactly as NumPy (and ml_dtypes) do.
 """
 import math
 
@@ -46,6 +46,50 @@ def lt_f2h(x):
 @_inline
 def lt_round_f16(x):
     return lt_h2f(lt_f2h(x))
+
+
+@_inline
+def lt_bf2f(b):
+    """bfloat16 bits -> float32: the upper half of the float32's bits."""
+    return np.uint32(np.uint32(b) << np.uint32(16)).view(np.float32)
+
+
+@_inline
+def lt_f2bf(x):
+    """float32 -> bfloat16 bits, to nearest even; a NaN becomes the quiet NaN of its sign (ml_dtypes')."""
+    u = np.float32(x).view(np.uint32)
+    if x != x:
+        return np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
+    return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+
+
+@_inline
+def lt_d2bf(x):
+    """float64 -> bfloat16 bits rounded once, as ml_dtypes casts a double (float32 first would round twice)."""
+    x = np.float64(x)
+    if x != x:
+        return np.uint16(0xFFC0 if math.copysign(1.0, x) < 0 else 0x7FC0)
+    sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
+    a = abs(x)
+    if a >= 3.39617752923046e+38:                     # halfway above the largest bfloat16: inf
+        return np.uint16(sign | 0x7F80)
+    if a < 1.1754943508222875e-38:                    # below 2**-126: subnormal, quantum 2**-133
+        return np.uint16(sign | np.int64(np.rint(a * 1.0889035741470031e+40)))
+    m, e = math.frexp(a)                              # a = m * 2**e, m in [0.5, 1)
+    q = np.int64(np.rint(m * 256.0))                  # 8 significant bits, in [128, 256]
+    return np.uint16(sign | (((e + 126) << 7) + q - 128))   # q == 256 carries into the exponent
+
+
+@_inline
+def lt_round_bf16(x):
+    """A value computed in float32 (a bfloat16 op's), rounded to bfloat16, held in float32."""
+    return lt_bf2f(lt_f2bf(np.float32(x)))
+
+
+@_inline
+def lt_round_bf16_d(x):
+    """A float64 or integer value cast to bfloat16 (rounded once), held in float32."""
+    return lt_bf2f(lt_d2bf(x))
 
 
 @_inline
@@ -203,3 +247,26 @@ def lt_nextafter(x, y, bits, equal_gives_y=False):
     h = np.int64(lt_f2h(x))
     h = h + 1 if (y > x) == (x > 0) else h - 1
     return lt_h2f(h)
+
+
+@_inline
+def lt_nextafter_bf16(x, y):
+    """np.nextafter of bfloat16 values (held in float32), as ml_dtypes': the neighbouring bfloat16
+    towards y; equal operands give y."""
+    if x != x or y != y:
+        return x + y
+    if x == y:
+        return y
+    if x == 0:
+        return np.float32(math.copysign(9.183549615799121e-41, y))      # 2**-133, the smallest subnormal
+    b = np.int64(lt_f2bf(x))
+    b = b + 1 if (y > x) == (x > 0) else b - 1
+    return lt_bf2f(b)
+
+
+@_inline
+def lt_bf16_to_int(x, lo, end):
+    """A bfloat16 value (held in float32) cast to an integer type of the range [lo, end), as ml_dtypes
+    casts: truncated, and 0 for NaN and for values out of the type's range."""
+    t = np.trunc(np.float64(x))
+    return t if lo <= t < end else 0.0

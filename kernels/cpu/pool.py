@@ -3,15 +3,17 @@
 algorithm both run. Forward: per output element, a scan of its window. Backward: per input element,
 a gather over the windows that hold it (max pooling recomputes each window's argmax with the
 forward's scan). Knows arrays only; the semantics are documented in lazytensor.ops.pooling.
-numba has no float16 arithmetic: float16 arrays are computed in float32 and rounded once."""
+numba has no float16 or bfloat16 arithmetic: their arrays are computed in float32 and rounded once."""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
 from lazytensor.kernels.cpu.numba_cache import checked
+from lazytensor.kernels.ops import BFLOAT16
 
 _F16 = np.dtype(np.float16)
+_HALVES = (_F16, BFLOAT16)
 
 
 @njit(cache=True, inline="always")
@@ -89,12 +91,12 @@ def _backward(x, g, dx, is_max, kh, kw, sh, sw, ph, pw):
 
 
 def _computable(a):
-    return a.astype(np.float32) if a.dtype == _F16 else a
+    return a.astype(np.float32) if a.dtype in _HALVES else a
 
 
 def _into(out, run):
-    """run(target) into out, through a float32 twin where out is float16."""
-    if out.dtype != _F16:
+    """run(target) into out, through a float32 twin where out is float16 or bfloat16."""
+    if out.dtype not in _HALVES:
         run(out)
         return
     tmp = np.empty(out.shape, np.float32)

@@ -15,12 +15,14 @@ import os
 import numpy as np
 
 from lazytensor.kernels.cpu.numba_vector_math import definitions_for
-from lazytensor.kernels.ops import OPS, kind
+from lazytensor.kernels.ops import BFLOAT16, OPS, kind
 from lazytensor.kernels.program import ElementwiseProgram, Layout, output_name
 from lazytensor.kernels.cpu.stream_stores import STREAM_BLOCK, STREAM_CHUNKS
 
 _F16 = np.dtype(np.float16)
 _BOOL = np.dtype(bool)
+_HALVES = (_F16, BFLOAT16)      # held in float32 registers, stored as uint16 bit patterns
+_F32_EXACT = frozenset(np.dtype(t) for t in ("float16", "float32"))
 
 
 MODULE_HEADER = ("import math", "import numpy as np", "from numba import njit, prange",
@@ -42,29 +44,41 @@ def module_header(code: list[str]) -> list[str]:
 
 
 def register_type(dtype: np.dtype) -> str:
-    """The numba constructor of the type a value of `dtype` is held in (float16 lives in float32)."""
+    """The numba constructor of the type a value of `dtype` is held in (float16 and bfloat16 live in float32)."""
     dtype = np.dtype(dtype)
-    return "np.float32" if dtype == _F16 else f"np.{dtype.name}"
+    return "np.float32" if dtype in _HALVES else f"np.{dtype.name}"
 
 
-def convert(expr: str, dtype: np.dtype) -> str:
-    """Round or wrap a value to `dtype`, as NumPy's casting does."""
+def convert(expr: str, dtype: np.dtype, src: np.dtype | None = None) -> str:
+    """Round or wrap a value to `dtype`, as NumPy's casting does. bfloat16: a value of an op (or a
+    float16/32 one) rounds from float32, a float64 or integer `src` once from float64, as ml_dtypes;
+    a bfloat16 value cast to an integer is truncated, 0 where out of range or NaN (ml_dtypes')."""
     dtype = np.dtype(dtype)
     if dtype == _F16:
         return f"lt_round_f16({expr})"
+    if dtype == BFLOAT16:
+        return f"lt_round_bf16({expr})" if src is None or src in _F32_EXACT else f"lt_round_bf16_d({expr})"
     if dtype == _BOOL:
         return f"bool({expr})"
+    if src == BFLOAT16 and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return f"np.{dtype.name}(lt_bf16_to_int({expr}, {float(info.min)!r}, {float(info.max) + 1.0!r}))"
     return f"np.{dtype.name}({expr})"
 
 
 def _load(expr: str, dtype: np.dtype) -> str:
-    return f"lt_h2f({expr})" if np.dtype(dtype) == _F16 else expr
+    dtype = np.dtype(dtype)
+    if dtype == _F16:
+        return f"lt_h2f({expr})"
+    return f"lt_bf2f({expr})" if dtype == BFLOAT16 else expr
 
 
 def store_expr(expr: str, dtype: np.dtype) -> str:
     dtype = np.dtype(dtype)
     if dtype == _F16:
         return f"lt_f2h({expr})"
+    if dtype == BFLOAT16:
+        return f"lt_f2bf({expr})"
     return convert(expr, dtype)
 
 
@@ -91,13 +105,13 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
         elif op == "scalar":
             rhs = f"c{args[0]}"
         elif op == "astype":
-            rhs = convert(f"v{args[0]}", dtype)
+            rhs = convert(f"v{args[0]}", dtype, dtypes[args[0]])
         else:
             kinds = "".join(kind(dtypes[a]) for a in args)
             if len(set(kinds)) == 1:
                 kinds = kinds[0]
             bits = dtypes[args[0]].itemsize * 8
-            snippet = OPS[op].snippet("py", kinds, bits)
+            snippet = OPS[op].snippet("py", kinds, bits, dtypes[args[-1]] == BFLOAT16)
             loop_t = register_type(dtypes[args[0]])
             rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, N=bits), dtype)
         lines.append(f"v{vid} = {rhs}")

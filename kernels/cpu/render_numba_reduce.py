@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction
 from lazytensor.kernels.cpu.render_numba import JIT, body_lines, broadcast_element, module_header, store_expr
 
@@ -254,7 +255,7 @@ def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parall
     fin += ["    " + line for line in step]
     src += ["    " + line for line in fin]
     src.append("")
-    if not parallel and not kept and not acc.both and spec.out_dtype != np.float16:
+    if not parallel and not kept and not acc.both and spec.out_dtype not in (np.float16, BFLOAT16):
         # A full reduction's value, returned (float(x.sum()) on small arrays, lazytensor.assign.host_scalar):
         # the same two functions, in one call, without the caller's partial-state and 0-d arrays.
         src.append(jit)

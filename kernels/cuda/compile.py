@@ -41,11 +41,12 @@ def cuda_include_dir() -> str | None:
 
 
 def _include_options(source: CudaSource) -> tuple:
-    if not source.float16:
+    if not (source.float16 or source.bfloat16):
         return ()
     include = cuda_include_dir()
     if include is None:
-        raise RuntimeError("this kernel uses float16 and needs cuda_fp16.h, which was not found: install the "
+        raise RuntimeError("this kernel uses float16 or bfloat16 and needs cuda_fp16.h or cuda_bf16.h, which was not "
+                           "found: install the "
                            "nvidia-cuda-runtime wheel (pip install nvidia-cuda-runtime) or a CUDA toolkit "
                            "(set CUDA_PATH)")
     return (f"-I{include}",)

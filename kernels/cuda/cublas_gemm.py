@@ -228,7 +228,7 @@ def run_gemm(args: GemmArguments, a, b, out) -> None:
 
 
 def arguments_for(a, b, out):
-    """gemm_arguments for three arrays, or (None, why); only float16/32/64 of one dtype."""
+    """gemm_arguments for three arrays, or (None, why); only float16/32/64 and bfloat16 of one dtype."""
     if not (a.dtype == b.dtype == out.dtype) or out.dtype not in _DATA_TYPE:
         return None, f"{out.dtype} operands (cuBLAS GEMM is called here for float16, bfloat16, float32 and float64)"
     return gemm_arguments(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, out.dtype.itemsize)

@@ -14,7 +14,8 @@ from lazytensor.kernels import launch_log
 from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_converters
 from lazytensor.kernels.cuda.prelude import prelude
 from lazytensor.kernels.program import ElementwiseProgram, layout_of
-from lazytensor.kernels.cuda.render_cuda import EXACT, STORAGE, CudaSource, _stored, body_lines, register_value, uses_float16
+from lazytensor.kernels.cuda.render_cuda import EXACT, STORAGE, CudaSource, _stored, body_lines, register_value, uses_float16, \
+    uses_bfloat16
 
 BLOCK = 256
 
@@ -51,11 +52,11 @@ def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, inp
     signature = ",\n        ".join(params)
     kernel = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) LT_SCATTER(\n        {signature})',
                         "{", *["    " + line for line in body], "}", ""])
-    float16 = uses_float16(program)
-    head = prelude(float16)
+    float16, bfloat16 = uses_float16(program), uses_bfloat16(program)
+    head = prelude(float16, bfloat16)
     name = "lt_scatter_" + hashlib.sha1((head + kernel).encode()).hexdigest()[:20]
     kernel = kernel.replace("LT_SCATTER", name)
-    return CudaSource(name, head + "\n" + kernel, float16, kernel)
+    return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)
 
 
 def _key(program, value_shape, inputs, from_out) -> tuple:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.kernels.program import ElementwiseProgram
 from lazytensor.kernels.cuda.render_cuda import CudaSource
 
@@ -15,8 +16,14 @@ def _float16_argument(value):
     return np.float32(np.float16(value))
 
 
+def _bfloat16_argument(value):
+    """bfloat16 scalars travel as float32 kernel arguments, rounded to bfloat16 first."""
+    return np.float32(BFLOAT16.type(value))
+
+
 def scalar_converters(program: ElementwiseProgram) -> tuple:
-    return tuple(_float16_argument if np.dtype(d) == _F16 else np.dtype(d).type for d in program.scalar_dtypes)
+    return tuple(_float16_argument if np.dtype(d) == _F16 else _bfloat16_argument if np.dtype(d) == BFLOAT16
+                 else np.dtype(d).type for d in program.scalar_dtypes)
 
 
 class CudaKernel:

@@ -8,10 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.kernels.cuda.render_cuda import CudaSource
+from lazytensor.kernels.ops import BFLOAT16, is_float
 
 _TYPES = {np.dtype(np.float16): ("__half", "float", "__half2float", "__float2half_rn"),
           np.dtype(np.float32): ("float", "float", "", ""),
-          np.dtype(np.float64): ("double", "double", "", "")}
+          np.dtype(np.float64): ("double", "double", "", ""),
+          BFLOAT16: ("__nv_bfloat16", "float", "__bfloat162float", "__float2bfloat16_rn")}
+_INCLUDES = {np.dtype(np.float16): "#include <cuda_fp16.h>", BFLOAT16: "#include <cuda_bf16.h>"}
 
 _HEAD = """{include}
 typedef {storage} T;
@@ -164,7 +167,7 @@ def render_pool(kernel: str, kind: str, dtype, *, wide: bool = False, vec: int =
     dtype = np.dtype(dtype)
     storage, acc, load, store = _TYPES[dtype]
     name = f"lt_{kind}_pool2d_{kernel}_{dtype.name}{'_i64' if wide else ''}{f'_v{vec}' if vec > 1 else ''}"
-    head = _HEAD.format(include="#include <cuda_fp16.h>" if dtype == np.float16 else "", storage=storage,
+    head = _HEAD.format(include=_INCLUDES.get(dtype, ""), storage=storage,
                         acc=acc, load=load, store=store, index="long long" if wide else "int", vec=vec)
     if kernel == "backward_windows":
         if kind == "max":
@@ -190,7 +193,7 @@ def render_pool(kernel: str, kind: str, dtype, *, wide: bool = False, vec: int =
     else:
         body = _BACKWARD.format(name=name, thread=_THREAD, first=_X, take=_MAX_TAKE if kind == "max" else _AVG_TAKE,
                                 scale="" if kind == "max" else " / (A)(KH * KW)")
-    return CudaSource(name, head + body, dtype == np.float16, body)
+    return CudaSource(name, head + body, dtype == np.float16, body, dtype == BFLOAT16)
 
 
 _loaded: dict = {}      # (kernel name, device id) -> cupy function
@@ -223,7 +226,7 @@ def vector_width(dtype, channels: int, arrays=()) -> int:
 
 def _launch(compiler, kernel, kind, arrays, count, shape_args):
     """One kernel over `count` elements (windows or cells), VEC channels per thread."""
-    dtype = next(a.dtype for a in arrays if a.dtype.kind == "f")
+    dtype = next(a.dtype for a in arrays if is_float(a.dtype))
     vec = vector_width(dtype, shape_args[3], arrays)
     source = render_pool(kernel, kind, dtype, wide=max(a.size for a in arrays) >= 2**31, vec=vec)
     function = _function(compiler, source, arrays[-1].device.id)

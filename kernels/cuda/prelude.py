@@ -214,5 +214,46 @@ __device__ __forceinline__ float lt_nextafter<16, float>(float x, float y) {
 """.replace("{equal}", "y" if HALF_NEXTAFTER_EQUAL_GIVES_Y else "x")
 
 
-def prelude(float16: bool) -> str:
-    return (FLOAT16 + INTEGER_AND_FLOAT + FLOAT16_NEXTAFTER) if float16 else INTEGER_AND_FLOAT
+# Only kernels that touch bfloat16 include cuda_bf16.h. Values live in float registers, as float16's;
+# the rounding is written out on the bits so that the CUDA and numba kernels give the same bits as
+# ml_dtypes, NaNs included (the quiet NaN of its sign; __float2bfloat16_rn gives one NaN for all).
+BFLOAT16 = r"""
+#include <cuda_bf16.h>
+
+__device__ __forceinline__ unsigned short lt_f2bf_bits(float x) {
+    const unsigned int u = __float_as_uint(x);
+    return x != x ? (unsigned short)(((u >> 16) & 0x8000u) | 0x7FC0u)
+                  : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ __nv_bfloat16 lt_f2bf(float x) { return __ushort_as_bfloat16(lt_f2bf_bits(x)); }
+__device__ __forceinline__ float lt_bf2f_bits(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }
+/* A value of a bfloat16 op (computed in float) rounded once to bfloat16, held in a float register. */
+__device__ __forceinline__ float lt_round_bf16(float x) { return lt_bf2f_bits(lt_f2bf_bits(x)); }
+/* A double or an integer cast to bfloat16: rounded once from double, as ml_dtypes casts. */
+template <typename T>
+__device__ __forceinline__ float lt_round_bf16_d(T x) {
+    const double d = (double)x;
+    if (d != d) return lt_round_bf16((float)d);
+    return __bfloat162float(__double2bfloat16(d));
+}
+/* ml_dtypes' bfloat16 -> integer cast: truncated, and 0 for NaN and values out of the type's range. */
+template <typename T>
+__device__ __forceinline__ T lt_bf16_to_int(float x, double lo, double end) {
+    const double t = trunc((double)x);
+    return (t >= lo && t < end) ? (T)t : (T)0;
+}
+/* ml_dtypes' nextafter: the neighbouring bfloat16 toward y; equal operands give y. */
+__device__ __forceinline__ float lt_nextafter_bf16(float x, float y) {
+    if (x != x || y != y) return x + y;
+    if (x == y) return y;
+    if (x == 0.0f) return copysignf(9.183549615799121e-41f, y);
+    unsigned short b = lt_f2bf_bits(x);
+    b = ((y > x) == (x > 0.0f)) ? (unsigned short)(b + 1) : (unsigned short)(b - 1);
+    return lt_bf2f_bits(b);
+}
+"""
+
+
+def prelude(float16: bool, bfloat16: bool = False) -> str:
+    head = (FLOAT16 + INTEGER_AND_FLOAT + FLOAT16_NEXTAFTER) if float16 else INTEGER_AND_FLOAT
+    return BFLOAT16 + head if bfloat16 else head

@@ -10,14 +10,17 @@ from threading import get_ident
 
 import numpy as np
 
+from lazytensor.kernels.ops import BFLOAT16
+
 SLOT = 8                 # bytes per parameter slot
 POINTER = "Q"            # a device pointer
 
-# The struct codes of the kernels' scalar parameter types (render_cuda.EXACT: float16 scalars are
-# passed as float, rounded to float16 first by kernels/cuda/kernel.py's converter), standard sizes.
+# The struct codes of the kernels' scalar parameter types (render_cuda.EXACT: float16 and bfloat16
+# scalars are passed as float, rounded first by kernels/cuda/kernel.py's converters), standard sizes.
 CODES = {np.dtype(name): code for name, code in {
     "bool": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uint16": "H",
     "uint32": "I", "uint64": "Q", "float16": "f", "float32": "f", "float64": "d"}.items()}
+CODES[BFLOAT16] = "f"
 INDEX_CODES = {False: "i", True: "q"}     # the geometry's integers: int, or long long (64-bit indexing)
 
 
@@ -64,7 +67,7 @@ class RawLaunch:
         self.params = KernelParameters(self.codes, *self.tail)
         self.converters = converters
         # float16 scalars are rounded to float16 before they travel as float: always converted.
-        self.convert = any(np.dtype(d) == np.float16 for d in scalar_dtypes)
+        self.convert = any(np.dtype(d) == np.float16 or np.dtype(d) == BFLOAT16 for d in scalar_dtypes)
         self.thread = get_ident()
         self.launch_kernel = cupy.cuda.driver.launchKernel
         self.driver_error = cupy.cuda.driver.CUDADriverError

@@ -1,6 +1,6 @@
 """Render an ElementwiseProgram and a CudaLayout (kernels/cuda/layout.py) to the CUDA C source of one
 `extern "C" __global__` kernel, with the semantics of render_numba: every op result is converted to
-its dtype, float16 values live in float registers and are rounded through __half after each op, and
+its dtype, float16 and bfloat16 values live in float registers and are rounded after each op, and
 a value the program shares is computed once per element.
 
 The kernel is a grid-stride loop. With a vector layout each step moves `vector` elements of every
@@ -19,7 +19,7 @@ import numpy as np
 
 from lazytensor.kernels.cuda.layout import BLOCK, CONTIGUOUS, CudaLayout, operand_names
 from lazytensor.kernels.cuda.prelude import prelude
-from lazytensor.kernels.ops import OPS, kind
+from lazytensor.kernels.ops import BFLOAT16, OPS, kind
 from lazytensor.kernels.program import ElementwiseProgram, output_name
 
 _F16 = np.dtype(np.float16)
@@ -35,9 +35,12 @@ STORAGE = {np.dtype(k): v for k, v in {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
     "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
     "uint64": "unsigned long long", "float16": "__half", "float32": "float", "float64": "double"}.items()}
+STORAGE[BFLOAT16] = "__nv_bfloat16"
+_HALVES = (_F16, BFLOAT16)
+_F32_EXACT = (_F16, np.dtype(np.float32))
 
-# The C type a value is converted to: the dtype's own, float16's being float once rounded.
-EXACT = {**STORAGE, _F16: "float"}
+# The C type a value is converted to: the dtype's own, float16's and bfloat16's being float once rounded.
+EXACT = {**STORAGE, _F16: "float", BFLOAT16: "float"}
 
 # The C type a value is held in. 8- and 16-bit integers widen to 32 bits, so C's promotions never
 # turn the product of two unsigned shorts into an overflowing signed int; each op's result is
@@ -54,6 +57,7 @@ class CudaSource:
     source: str        # the whole translation unit: prelude + kernel
     float16: bool      # needs cuda_fp16.h on the include path
     kernel: str        # the kernel function alone (tests compile many behind one prelude)
+    bfloat16: bool = False      # needs cuda_bf16.h (on the same include path)
 
 
 def uses_float16(program: ElementwiseProgram) -> bool:
@@ -61,18 +65,31 @@ def uses_float16(program: ElementwiseProgram) -> bool:
             or any(np.dtype(ins[1]) == _F16 for ins in program.instrs))
 
 
+def uses_bfloat16(program: ElementwiseProgram) -> bool:
+    return (any(dtype == BFLOAT16 for _, dtype in program.stores())
+            or any(np.dtype(ins[1]) == BFLOAT16 for ins in program.instrs))
+
+
 def convert(expr: str, dst: np.dtype, src: np.dtype | None = None) -> str:
-    """Convert a value to dtype `dst` as NumPy's casting does (float16: round, held as float)."""
+    """Convert a value to dtype `dst` as NumPy's casting does (float16: round, held as float). bfloat16
+    as ml_dtypes casts (kernels/cpu/render_numba.convert says how)."""
     if dst == _F16:
         return f"lt_round_f16({expr})"
+    if dst == BFLOAT16:
+        return f"lt_round_bf16({expr})" if src is None or src in _F32_EXACT else f"lt_round_bf16_d({expr})"
     if dst == _BOOL:
         return f"((bool)({expr}))"
+    if src == BFLOAT16 and dst.kind in "iu":
+        info = np.iinfo(dst)
+        return f"lt_bf16_to_int<{EXACT[dst]}>({expr}, {float(info.min)!r}, {float(info.max) + 1.0!r})"
     if dst.kind in "iu" and src is not None and src.kind == "f":
         return f"lt_float_to_int<{EXACT[dst]}>({expr})"
     return f"(({EXACT[dst]})({expr}))"
 
 
 def register_value(expr: str, dtype: np.dtype) -> str:
+    if dtype == BFLOAT16:
+        return f"__bfloat162float({expr})"
     return f"__half2float({expr})" if dtype == _F16 else expr
 
 
@@ -94,7 +111,7 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
                 kinds = kinds[0]
             loop_t = REGISTER[dtypes[args[0]]]
             bits = dtypes[args[0]].itemsize * 8
-            snippet = OPS[op].snippet("c", kinds, bits)
+            snippet = OPS[op].snippet("c", kinds, bits, dtypes[args[-1]] == BFLOAT16)
             rhs = convert(snippet.format(*(f"v{a}" for a in args), T=loop_t, U=UNSIGNED.get(loop_t, loop_t),
                                          N=bits), dtype)
         lines.append(f"const {REGISTER[dtype]} v{vid} = {rhs};")
@@ -109,6 +126,8 @@ def _stored(program: ElementwiseProgram, vid: int | None = None, out: np.dtype |
     value = f"v{vid}"
     if result_dtype != out:
         value = convert(value, out, result_dtype)
+    if out == BFLOAT16:
+        return f"lt_f2bf({value})"
     return f"__float2half_rn({value})" if out == _F16 else value
 
 
@@ -227,7 +246,7 @@ def _row_loop(program: ElementwiseProgram, layout: CudaLayout, dtypes: list) -> 
         if not layout.hoisted(k + 1):
             continue
         dtype = dtypes[k + 1]
-        reg = "float" if dtype == _F16 else STORAGE[dtype]
+        reg = "float" if dtype in _HALVES else STORAGE[dtype]
         if acc[1] == 0:
             lines.append(f"const {reg} in{k}_c = {register_value(f'in{k}[0]', dtype)};")
             continue
@@ -288,7 +307,7 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
     names = operand_names(program)
     dtypes = [program.out_dtype] + [np.dtype(d) for d in program.operand_dtypes()]
     index_t, uindex_t = ("long long", "unsigned long long") if layout.index64 else ("int", "unsigned int")
-    float16 = uses_float16(program)
+    float16, bfloat16 = uses_float16(program), uses_bfloat16(program)
 
     params = [f"{STORAGE[dtypes[0]]}* out"]
     if program.relu_mask:
@@ -331,7 +350,7 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
         *_indent(body, 1),
         "}",
         ""])
-    head = prelude(float16)
+    head = prelude(float16, bfloat16)
     name = "lt_" + hashlib.sha1((head + kernel).encode()).hexdigest()[:20]
     kernel = kernel.replace(_NAME, name)
-    return CudaSource(name, head + "\n" + kernel, float16, kernel)
+    return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)

@@ -18,7 +18,8 @@ from lazytensor.kernels.cuda.reduce_layout import MOMENT_BLOCKS_PER_SM, FinishLa
 from lazytensor.kernels.program import ElementwiseProgram, Reduction
 # The element code of the elementwise renderer: one SSA body per element, its values in registers.
 from lazytensor.kernels.cuda.render_cuda import EXACT, STORAGE, CudaSource, body_lines, register_value, \
-    convert, uses_float16
+    convert, uses_bfloat16, uses_float16
+from lazytensor.kernels.ops import BFLOAT16
 
 _F16 = np.dtype(np.float16)
 _F64 = np.dtype(np.float64)
@@ -72,6 +73,8 @@ def _value_type(spec: Reduction) -> tuple:
 
 def _stored(expr: str, src: np.dtype, out: np.dtype) -> str:
     value = expr if src == out else convert(expr, out, src)
+    if out == BFLOAT16:
+        return f"lt_f2bf({value})"
     return f"__float2half_rn({value})" if out == _F16 else value
 
 
@@ -380,11 +383,11 @@ def _combine_row_slots(kernel: _Kernel) -> list:
     return lines
 
 
-def _finish(name_part: str, source_kernel: str, float16: bool) -> CudaSource:
-    head = prelude(float16) + ACCUMULATORS
+def _finish(name_part: str, source_kernel: str, float16: bool, bfloat16: bool = False) -> CudaSource:
+    head = prelude(float16, bfloat16) + ACCUMULATORS
     name = f"lt_{name_part}_" + hashlib.sha1((head + source_kernel).encode()).hexdigest()[:20]
     kernel = source_kernel.replace(_NAME, name)
-    return CudaSource(name, head + "\n" + kernel, float16, kernel)
+    return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)
 
 
 def render_cuda_reduce(program: ElementwiseProgram, spec: Reduction, layout: ReduceLayout) -> CudaSource:
@@ -399,7 +402,8 @@ def render_cuda_reduce(program: ElementwiseProgram, spec: Reduction, layout: Red
     bounds = f"{BLOCK}, {MOMENT_BLOCKS_PER_SM}" if spec.kind in ("var", "meanvar") else f"{BLOCK}"
     text = "\n".join([f'extern "C" __global__ void __launch_bounds__({bounds}) {_NAME}(\n        {signature})',
                       "{", *_indent(body), "}", ""])
-    return _finish("reduce", text, uses_float16(program) or spec.out_dtype == _F16)
+    return _finish("reduce", text, uses_float16(program) or spec.out_dtype == _F16,
+                   uses_bfloat16(program) or spec.out_dtype == BFLOAT16)
 
 
 def render_cuda_finish(spec: Reduction, layout: FinishLayout) -> CudaSource:
@@ -426,4 +430,4 @@ def render_cuda_finish(spec: Reduction, layout: FinishLayout) -> CudaSource:
     signature = ",\n        ".join(params)
     text = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) {_NAME}(\n        {signature})',
                       "{", *_indent(body), "}", ""])
-    return _finish("finish", text, spec.out_dtype == _F16)
+    return _finish("finish", text, spec.out_dtype == _F16, spec.out_dtype == BFLOAT16)

@@ -13,7 +13,9 @@ from lazytensor.kernels import launch_log
 from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_converters
 from lazytensor.kernels.cuda.prelude import prelude
 from lazytensor.kernels.program import ElementwiseProgram, layout_of
-from lazytensor.kernels.cuda.render_cuda import EXACT, REGISTER, STORAGE, CudaSource, body_lines, convert, register_value, uses_float16
+from lazytensor.kernels.cuda.render_cuda import EXACT, REGISTER, STORAGE, CudaSource, body_lines, convert, register_value, uses_float16, \
+    uses_bfloat16
+from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.kernels.scan import Scan
 
 _F16 = np.dtype(np.float16)
@@ -64,7 +66,7 @@ def render_cuda_scan(program: ElementwiseProgram, spec: Scan, input_shapes) -> C
         inner.append(f"acc = {convert(f'(unsigned int)acc {spec.op} (unsigned int)x_', out_dtype)};")
     else:
         inner.append(f"acc = {convert(f'acc {spec.op} x_', out_dtype)};")
-    stored = "__float2half_rn(acc)" if out_dtype == _F16 else "acc"
+    stored = "__float2half_rn(acc)" if out_dtype == _F16 else "lt_f2bf(acc)" if out_dtype == BFLOAT16 else "acc"
     inner.append(f"out[out_o] = {stored};")
     inner += [f"{name}_o += {name}_s{axis};" for name in names if axis in own[name]]
     body += ["    " + line for line in inner] + ["}"]
@@ -72,10 +74,11 @@ def render_cuda_scan(program: ElementwiseProgram, spec: Scan, input_shapes) -> C
     kernel = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) LT_SCAN(\n        {signature})',
                         "{", *["    " + line for line in body], "}", ""])
     float16 = uses_float16(program) or out_dtype == _F16
-    head = prelude(float16)
+    bfloat16 = uses_bfloat16(program) or out_dtype == BFLOAT16
+    head = prelude(float16, bfloat16)
     name = "lt_scan_" + hashlib.sha1((head + kernel).encode()).hexdigest()[:20]
     kernel = kernel.replace("LT_SCAN", name)
-    return CudaSource(name, head + "\n" + kernel, float16, kernel)
+    return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)
 
 
 # Fewer rows than this, each at least FALLBACK_LENGTH long: CuPy's parallel scan (module docstring).

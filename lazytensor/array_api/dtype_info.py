@@ -1,10 +1,13 @@
 """The standard's finfo and iinfo: NumPy's values, as Python floats and ints (NumPy's finfo gives
-float32's limits as NumPy scalars), for a dtype, a dtype name or an array."""
+float32's limits as NumPy scalars), for a dtype, a dtype name or an array; bfloat16's from ml_dtypes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
+
+from lazytensor.core.dtypes import BFLOAT16, is_float
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,9 @@ def _dtype(x):
 
 def finfo(x, /) -> finfo_object:
     dtype = _dtype(x)
-    if dtype.kind != "f":
+    if not is_float(dtype):
         raise ValueError(f"finfo takes a real floating-point dtype, not {dtype.name}; use iinfo for integers")
-    f = np.finfo(dtype)
+    f = ml_dtypes.finfo(dtype) if dtype == BFLOAT16 else np.finfo(dtype)
     return finfo_object(f.bits, float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), dtype)
 
 

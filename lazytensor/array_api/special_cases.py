@@ -11,11 +11,12 @@ import math
 
 from lazytensor.core.expr import apply
 from lazytensor.core.operand import Operand
+from lazytensor.core.dtypes import is_float
 
 
 def floor_divide(x1, x2, /):
     quotient = apply("floor_divide", x1, x2)
-    if quotient.dtype.kind != "f":
+    if not is_float(quotient.dtype):
         return quotient
     infinite = _either(_isinf(x1), _isinf(x2))
     if infinite is False:
@@ -26,7 +27,7 @@ def floor_divide(x1, x2, /):
 def _isinf(x):
     """isinf as a lazy node for an operand, as a Python bool for a Python scalar."""
     if isinstance(x, Operand):
-        return apply("isinf", x) if x.dtype.kind == "f" else False
+        return apply("isinf", x) if is_float(x.dtype) else False
     return isinstance(x, float) and math.isinf(x)
 
 

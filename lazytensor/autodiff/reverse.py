@@ -14,6 +14,7 @@ from lazytensor.core.expr import Const, astype
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.ops.views import broadcast_to
+from lazytensor.core.dtypes import is_float
 
 
 class Gradients(tuple):
@@ -99,7 +100,7 @@ def _grad(output, inputs, grad_output):
         for i, (arg, d) in enumerate(zip(node.args, rule(node, g))):
             if isinstance(arg, Const) or not reaches[id(arg)]:
                 continue
-            if d is None or arg.dtype.kind != "f":
+            if d is None or not is_float(arg.dtype):
                 stops.append((node, i, _why_none(node, arg)))
                 continue
             pending.setdefault(id(arg), []).append(d)
@@ -119,7 +120,7 @@ def _check_inputs(inputs) -> tuple:
             what = "an expression" if isinstance(x, Operand) else f"a {type(x).__name__}"
             raise TypeError(f"lt.grad: inputs[{i}] is {what}, not a Tensor: gradients are taken with respect to "
                             f"tensors (lt.asarray(...), or lt.evaluate(expr) and build the output from it)")
-        if x.dtype.kind != "f":
+        if not is_float(x.dtype):
             raise TypeError(f"lt.grad: inputs[{i}] is a {x.dtype.name} Tensor; only float tensors have gradients "
                             f"(convert it with lt.asarray(x, dtype=np.float32) before building the output)")
     return inputs
@@ -129,7 +130,7 @@ def _check_output(output):
     if not isinstance(output, (Operand, np.ndarray)):
         raise TypeError(f"lt.grad: output must be a lazytensor expression or Tensor, not {type(output).__name__}")
     output = as_node(output)
-    if output.dtype.kind != "f":
+    if not is_float(output.dtype):
         raise TypeError(f"lt.grad: the output is {output.dtype.name}; integer and bool values have no gradient: "
                         f"differentiate a float expression (before a comparison or a cast to an integer)")
     return output
@@ -209,7 +210,7 @@ def _zeros(x):
 
 
 def _why_none(node, arg) -> str:
-    if arg.dtype.kind != "f":
+    if not is_float(arg.dtype):
         made = "a tensor" if isinstance(arg, Tensor) else f"{arg.op}"
         return f"its argument {made} has {arg.dtype.name} values: integer and bool values have no gradient"
     if node.op in PIECEWISE_CONSTANT:

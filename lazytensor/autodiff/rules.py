@@ -9,6 +9,7 @@ from typing import Callable
 
 from lazytensor.core.expr import Const
 from lazytensor.ops.elementwise import cos, floor, log, sign, sin, where
+from lazytensor.core.dtypes import is_float
 
 GRADIENTS: dict[str, Callable] = {}
 
@@ -32,7 +33,7 @@ def value(arg):
 
 
 def _flows(arg) -> bool:
-    return not isinstance(arg, Const) and arg.dtype.kind == "f"
+    return not isinstance(arg, Const) and is_float(arg.dtype)
 
 
 def wrt(arg, build):

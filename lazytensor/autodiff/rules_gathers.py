@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from lazytensor.autodiff.rules import gradient_rule
 from lazytensor.core.expr import Expr
+from lazytensor.core.dtypes import is_float
 
 
 @gradient_rule("mask_gather")
 def _mask_gather(node, g):
     x, mask = node.args
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         return (None, None)
     g = g.astype(x.dtype)
     return (Expr("mask_expand", (g, mask), tuple(x.shape), x.dtype, x.device, heavy=True), None)
@@ -21,7 +22,7 @@ def _row_gather(node, g):
     """`x[idx]` along the first axis: the output gradient added into zeros at the indexed rows, a
     repeated row receiving the sum of its gradients."""
     x, index = node.args
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         return (None, None)
     g = g.astype(x.dtype)
     return (Expr("row_scatter_add", (g, index), tuple(x.shape), x.dtype, x.device, heavy=True), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lazytensor.autodiff.rules import gradient_rule
 from lazytensor.ops.views import getitem
+from lazytensor.core.dtypes import is_float
 
 
 @gradient_rule("concatenate")
@@ -13,7 +14,7 @@ def _concatenate(node, g):
     start = 0
     for part in node.args:
         stop = start + part.shape[axis]
-        flows = part.dtype.kind == "f" and node.dtype.kind == "f"
+        flows = is_float(part.dtype) and is_float(node.dtype)
         grads.append(getitem(g, (slice(None),) * axis + (slice(start, stop),)) if flows else None)
         start = stop
     return tuple(grads)

@@ -10,13 +10,14 @@ from lazytensor.autodiff.rules import gradient_rule
 from lazytensor.ops.elementwise import isnan, where
 from lazytensor.ops.reductions import reduce
 from lazytensor.ops.views import broadcast_to, reshape
+from lazytensor.core.dtypes import is_float
 
 
 @gradient_rule("reduce")
 def _reduce(node, g):
     spec = node.attrs
     (x,) = node.args
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         return (None,)
     axes = spec.axes
     kept = tuple(1 if i in axes else d for i, d in enumerate(spec.in_shape))

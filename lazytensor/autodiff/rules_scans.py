@@ -6,13 +6,14 @@ from __future__ import annotations
 from lazytensor.autodiff.rules import gradient_rule
 from lazytensor.ops.scans import cumsum
 from lazytensor.ops.views import getitem
+from lazytensor.core.dtypes import is_float
 
 
 @gradient_rule("scan")
 def _scan(node, g):
     spec = node.attrs
     (x,) = node.args
-    if x.dtype.kind != "f" or spec.out_dtype.kind != "f":
+    if not is_float(x.dtype) or not is_float(spec.out_dtype):
         return (None,)
     if spec.kind != "cumsum":
         raise NotImplementedError("lt.grad has no gradient rule for cumprod yet; write it with lt.exp(lt.cumsum(lt.log(x))) "

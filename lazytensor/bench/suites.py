@@ -4,7 +4,7 @@ from __future__ import annotations
 from lazytensor.cbr.progress import progress
 
 
-def run_suites(device: str, suite: str, print_fn=print, dtype: str = "float16") -> None:
+def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
     for name in progress(wanted, f"bench on {device}", unit="suite"):
         if name == "interactive" and device == "cuda":     # the host's side of small calls on CUDA

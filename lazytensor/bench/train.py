@@ -17,12 +17,14 @@ torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy
 Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
 timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.timing).
 
-CUDA with --dtype float32: VGG16-BN at 32 x 32 with batch 128 and ResNet-50 at 224 x 224 with batch
-64, without AMP on either side, each with its default math (TF32 convolutions, full float32 matmuls:
-lt.config and torch.backends, printed with the table).
-
 CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
 torch imports; a smoke test of the suite more than a measurement.
+
+--dtype bfloat16 (CUDA; also --amp bfloat16) runs both sides in bfloat16 instead:
+lt.train_step(amp="bfloat16") against PyTorch's bfloat16 autocast (no GradScaler in any mode).
+--dtype float32 (CUDA): VGG16-BN at 32 x 32 with batch 128 and ResNet-50 at 224 x 224 with batch 64,
+without AMP on either side, each with its default math (TF32 convolutions, full float32 matmuls:
+lt.config and torch.backends, printed with the table).
 
 LAZYTENSOR_BENCH_QUICK=1 (or --quick) runs each configuration for a few steps: a smoke test.
 """
@@ -38,10 +40,12 @@ import numpy as np
 
 CUDA_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 512), ("VGG16-BN", "vgg16bn", 224, 64),
                 ("ResNet-50", "resnet50", 224, 128))
-FLOAT32_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 128), ("ResNet-50", "resnet50", 224, 64))
 CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8),)
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
 LAZYTENSOR = "lazytensor lt.train_step"
+FLOAT32_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 128), ("ResNet-50", "resnet50", 224, 64))
+AMP_DTYPES = ("float16", "bfloat16")      # --dtype: float16 (the default on CUDA) or bfloat16 autocast
+DTYPES = AMP_DTYPES + ("float32",)        # float32: no AMP
 
 
 @dataclass
@@ -82,6 +86,13 @@ def _num_classes(px: int) -> int:
     return 10 if px == 32 else 1000
 
 
+def _amp(device: str, dtype) -> str | None:
+    """The AMP dtype of a run: None (float32: the CPU's, or --dtype float32), "float16" or "bfloat16"."""
+    if device != "cuda" or dtype == "float32":
+        return None
+    return dtype or "float16"
+
+
 def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
     from lazytensor.kernels.backend import backend_for
     from lazytensor.nn.optim import SGD
@@ -91,28 +102,30 @@ def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
     from lazytensor.train.data import SyntheticBatches
     from lazytensor.train.models import build_model
 
-    amp = device == "cuda" if amp is None else amp
+    from lazytensor.core.dtypes import BFLOAT16
+    amp = _amp(device, amp)
+    dtype = {None: np.float32, "float16": np.float16, "bfloat16": BFLOAT16}[amp]
     with PeakMemory(device) as peak:
-        model = build_model(name, px, _num_classes(px), dtype=np.float16 if amp else np.float32, device=device)
+        model = build_model(name, px, _num_classes(px), dtype=dtype, device=device)
         x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
         optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
-        step = train_step(model, cross_entropy, optimizer, amp=amp)
+        step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(amp, amp))
         seconds = timer(lambda: step(x, labels))
         backend_for(device).synchronize()
-    return Row(config, LAZYTENSOR + (" (AMP)" if amp else ""), batch / seconds,
-               peak.bytes if device == "cuda" else None)
+    label = "" if amp is None else " (AMP)" if amp == "float16" else f" (AMP {amp})"
+    return Row(config, LAZYTENSOR + label, batch / seconds, peak.bytes if device == "cuda" else None)
 
 
 def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:
     """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA); eager alone on the CPU."""
     modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager",)
-    amp = device == "cuda" if amp is None else amp
+    amp = _amp(device, amp)
+    label = ("float32 " if device == "cuda" else "") if amp is None else "AMP " if amp == "float16" else f"AMP {amp} "
     rows = []
     for mode in modes:
         try:
             seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer, amp)
-            kind = "AMP " if amp else "float32 " if device == "cuda" else ""
-            rows.append(Row(config, f"PyTorch {kind}{mode}", batch / seconds, peak))
+            rows.append(Row(config, f"PyTorch {label}{mode}", batch / seconds, peak))
         except Exception as exc:     # a peer that fails is reported, not fatal to the run
             rows.append(Row(config, f"PyTorch {mode}", None, None, f"failed: {type(exc).__name__}: {exc}"[:200]))
         gc.collect()
@@ -121,10 +134,11 @@ def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:
     return rows
 
 
-def _torch_mode(torch, mode, name, px, batch, device, timer, amp=True):
+def _torch_mode(torch, mode, name, px, batch, device, timer, amp="float16"):
     from lazytensor.bench.torch_models import build
     F = torch.nn.functional
     cuda = device == "cuda"
+    autocast = None if amp is None else torch.bfloat16 if amp == "bfloat16" else torch.float16   # None: float32
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cudnn.benchmark = not quick()
@@ -135,14 +149,16 @@ def _torch_mode(torch, mode, name, px, batch, device, timer, amp=True):
     labels = torch.randint(0, _num_classes(px), (batch,), device=device)
 
     if mode == "CUDA graph":
-        step = _captured_step(torch, model, optimizer, x, labels, amp)
+        step = _captured_step(torch, model, optimizer, x, labels, autocast)
     else:
         forward = torch.compile(model) if mode == "torch.compile" else model
-        scaler = torch.amp.GradScaler("cuda", enabled=cuda and amp)
+        # bfloat16 autocast needs no loss scaling (float32's range), as PyTorch's recipes say
+        scaler = torch.amp.GradScaler("cuda", enabled=cuda and autocast is torch.float16)
+        enabled = cuda and autocast is not None
 
         def step():
             optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(device, dtype=torch.float16, enabled=cuda and amp):
+            with torch.autocast(device, dtype=autocast or torch.float16, enabled=enabled):
                 loss = F.cross_entropy(forward(x), labels)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
@@ -154,13 +170,13 @@ def _torch_mode(torch, mode, name, px, batch, device, timer, amp=True):
     return seconds, None
 
 
-def _captured_step(torch, model, optimizer, x, labels, amp=True):
+def _captured_step(torch, model, optimizer, x, labels, autocast):
     """PyTorch's whole-network capture: warm up on a side stream, capture one step, replay it."""
     F = torch.nn.functional
     static_x, static_labels = x.clone(), labels.clone()
 
     def body():
-        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False, enabled=amp):
+        with torch.autocast("cuda", dtype=autocast or torch.float16, cache_enabled=False, enabled=autocast is not None):
             loss = F.cross_entropy(model(static_x), static_labels)
         loss.backward()
         optimizer.step()
@@ -185,16 +201,17 @@ def _captured_step(torch, model, optimizer, x, labels, amp=True):
     return step
 
 
-def run_train_bench(print_fn=print, device: str = "cpu", dtype: str = "float16") -> list:
+def run_train_bench(print_fn=print, device: str = "cpu", dtype: str | None = None) -> list:
     """Runs every configuration of the device, prints the table, returns its rows. dtype: on CUDA,
-    "float16" (AMP) or "float32" (no AMP)."""
-    if dtype not in ("float16", "float32"):
-        raise ValueError(f"the train suite runs float16 (AMP) or float32; got {dtype!r}")
+    "float16" (AMP, the default) or "bfloat16" autocast for both lazytensor and PyTorch, or "float32"
+    (no AMP)."""
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"the train suite runs {', '.join(DTYPES)}; got {dtype!r}")
+    amp = dtype
     timer = _seconds_per_step(device)
     torch = _torch(device)
-    amp = device == "cuda" and dtype == "float16"
-    configs = CPU_CONFIGS if device != "cuda" else CUDA_CONFIGS if amp else FLOAT32_CONFIGS
     rows = []
+    configs = CPU_CONFIGS if device != "cuda" else FLOAT32_CONFIGS if dtype == "float32" else CUDA_CONFIGS
     for config, name, px, batch in configs:
         label = f"{config} {px}x{px}, batch {batch}"
         try:
@@ -208,7 +225,7 @@ def run_train_bench(print_fn=print, device: str = "cpu", dtype: str = "float16")
             for row in torch_rows(torch, label, name, px, batch, device, timer, amp):
                 rows.append(row)
                 _progress(row)
-    print_fn(render(rows, device, torch, amp))
+    print_fn(render(rows, device, torch, _amp(device, amp)))
     return rows
 
 
@@ -230,7 +247,7 @@ def _free_device_memory(device):
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def render(rows: list, device: str, torch, amp: bool = True) -> str:
+def render(rows: list, device: str, torch, amp: str | None = "float16") -> str:
     from lazytensor.tools.peak_memory import format_bytes
     out = [f"lazytensor training-step benchmark on {device}" + (" (quick: a few steps, not a measurement)"
                                                                   if quick() else ""), "",
@@ -250,14 +267,16 @@ def render(rows: list, device: str, torch, amp: bool = True) -> str:
     if device == "cuda":
         notes.append("peak memory: lazytensor's CuPy pool high-water mark (used bytes); "
                      "PyTorch's torch.cuda.max_memory_allocated")
-        if amp:
-            notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
-        else:
+        if amp is None:
             import lazytensor as lt
             notes.append(f"float32, no AMP: lt.config.conv_allow_tf32={lt.config.conv_allow_tf32}, matmul_allow_tf32="
                          f"{lt.config.matmul_allow_tf32}" + ("" if torch is None else
                          f"; torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
                          f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}"))
+        elif amp == "bfloat16":
+            notes.append("bfloat16 autocast in every PyTorch mode, no GradScaler; lazytensor amp='bfloat16'")
+        else:
+            notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
         notes.append("PyTorch: torch.backends.cudnn.benchmark = " + ("False (quick)" if quick() else "True in every mode"))
     else:
         notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")

@@ -28,6 +28,8 @@ class Const:
             value = int(value)          # (True in an integer loop: 1)
         elif kind == "b":
             value = bool(value)
+        elif kind == "V":               # bfloat16 (ml_dtypes): rounded here, as NumPy rounds a Python
+            value = float(dtype.type(np.float32(value) if type(value) is float else value))  # float: through float32
         limit = _ROUNDED_ABOVE.get(dtype)
         if limit is not None and type(value) is float and abs(value) > limit:
             # NumPy casts a weak Python float to the op's dtype at the op: out of the dtype's range it

@@ -1,12 +1,13 @@
-"""Supported dtypes and NumPy 2's promotion rules (NEP 50: Python scalars are weak)."""
+"""Supported dtypes and NumPy 2's promotion rules (NEP 50: Python scalars are weak); bfloat16 is
+ml_dtypes', promoted as NumPy promotes it with ml_dtypes installed."""
 from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.kernels.ops import DTYPES
+from lazytensor.kernels.ops import ALL_DTYPES, BFLOAT16, is_float  # noqa: F401 (is_float, BFLOAT16: for the rooms above)
 
-SUPPORTED = frozenset(DTYPES)
-_NAMES = ", ".join(d.name for d in DTYPES)
+SUPPORTED = frozenset(ALL_DTYPES)
+_NAMES = ", ".join(d.name for d in ALL_DTYPES)
 
 
 def check_supported(dtype) -> np.dtype:

@@ -12,6 +12,7 @@ from lazytensor.ops.elementwise import sqrt, where
 from lazytensor.ops.reductions import sum as _sum
 from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
+from lazytensor.core.dtypes import is_float
 
 _F32 = np.dtype(np.float32)
 
@@ -22,7 +23,7 @@ class Optimizer:
         if not self.params:
             raise ValueError("the optimizer got no parameters")
         for p in self.params:
-            if not isinstance(p, Tensor) or p.dtype.kind != "f":
+            if not isinstance(p, Tensor) or not is_float(p.dtype):
                 raise TypeError(f"parameters must be floating-point Tensors; got {p!r}")
         self.lr = float(lr)
         self.steps = 0

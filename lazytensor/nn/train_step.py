@@ -18,6 +18,7 @@ from lazytensor.step.recorded import RecordedAssignment
 from lazytensor.plan.steps import interrupts_deferred
 from lazytensor.kernels.config import config
 from lazytensor.plan.step_summary import counted, step_lines, summarized
+from lazytensor.core.dtypes import BFLOAT16, is_float
 
 _MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second plan)
 
@@ -36,7 +37,7 @@ class PlannedStep:
 class TrainStep:
     """One training step of `model` under `optimizer`: see lt.train_step."""
 
-    def __init__(self, model, loss_fn, optimizer, *, amp: bool = False):
+    def __init__(self, model, loss_fn, optimizer, *, amp=False):
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"lt.train_step: model must be an lt.nn.Module (callable, with parameters()); "
                             f"got {type(model).__name__}")
@@ -49,19 +50,22 @@ class TrainStep:
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.device = optimizer.params[0].device
         self.scaler = None
-        if amp:
-            if not any(p.dtype == np.float16 for p in optimizer.params):
-                raise ValueError("lt.train_step(amp=True) computes in float16: build the model with dtype=np.float16 "
-                                 "(e.g. lt.nn.vgg16_bn(10, 32, dtype=np.float16)); its optimizer keeps float32 master "
-                                 "weights and BatchNorm stays float32")
-            self.scaler = (amp if isinstance(amp, LossScaler) else LossScaler()).on(self.device)
-        self.amp = self.scaler is not None
+        self.amp_dtype = _amp_dtype(amp)
+        if self.amp_dtype is not None:
+            name = self.amp_dtype.name
+            if not any(p.dtype == self.amp_dtype for p in optimizer.params):
+                raise ValueError(f"lt.train_step(amp={amp!r}) computes in {name}: build the model with "
+                                 f"dtype=lt.{name} (e.g. lt.nn.vgg16_bn(10, 32, dtype=lt.{name})); its optimizer "
+                                 f"keeps float32 master weights and BatchNorm stays float32")
+            if self.amp_dtype == np.float16:      # bfloat16 has float32's range: no loss scaling
+                self.scaler = (amp if isinstance(amp, LossScaler) else LossScaler()).on(self.device)
+        self.amp = self.amp_dtype is not None
         self._plans: dict = {}
         self.last = None            # the PlannedStep of the latest call
 
     def __call__(self, x, labels):
         key = (_signature(x, "x"), _signature(labels, "labels"), self.optimizer.hyperparameters(),
-               self.scaler.hyperparameters() if self.amp else None, config.state())
+               self.scaler.hyperparameters() if self.scaler is not None else None, config.state())
         planned = self._plans.get(key)
         # Ctrl-C during the step arrives after it: parameters and state are never half updated.
         with interrupts_deferred():
@@ -80,8 +84,8 @@ class TrainStep:
 
     def _record(self, x, labels) -> PlannedStep:
         dtype = _dtype(x)
-        if self.amp and dtype.kind == "f":
-            dtype = np.dtype(np.float16)        # activations in float16
+        if self.amp and is_float(dtype):
+            dtype = self.amp_dtype              # activations in float16 or bfloat16
         xs = empty(tuple(x.shape), dtype, self.device)
         xs[...] = x
         ys = empty(tuple(labels.shape), _dtype(labels), self.device)
@@ -92,11 +96,11 @@ class TrainStep:
             logits = logits.astype(np.float32)  # the loss in float32, as PyTorch's autocast computes it
         loss = self.loss_fn(logits, ys)
         del logits
-        if not isinstance(loss, Operand) or loss.size != 1 or loss.dtype.kind != "f":
+        if not isinstance(loss, Operand) or loss.size != 1 or not is_float(loss.dtype):
             raise ValueError(f"lt.train_step: loss_fn must return a scalar float expression (such as "
                              f"lt.cross_entropy(logits, labels)); got {loss!r:.100}")
         loss_out = empty(tuple(loss.shape), loss.dtype, self.device)
-        if self.amp:
+        if self.scaler is not None:
             scaler = self.scaler
             grads = grad(scaler.scaled(loss), self.optimizer.params)
             backward = [what for _, what in grads.paths]
@@ -120,7 +124,9 @@ class TrainStep:
         which a plan of more than 20 steps lists by kind unless detail=True."""
         amp = (f"on, float16 activations and weights, float32 master weights and BatchNorm, dynamic loss "
                f"scaling decided on the device ({self.scaler!r}: found_inf is a reduction over every gradient, each "
-               f"write is where(found_inf, old, new))" if self.amp else "off")
+               f"write is where(found_inf, old, new))" if self.scaler is not None else
+               "on, bfloat16 activations and weights, float32 master weights and BatchNorm, no loss scaling "
+               "(bfloat16 has float32's range)" if self.amp else "off")
         head = [f"train_step: {type(self.model).__name__}, loss {getattr(self.loss_fn, '__name__', self.loss_fn)!s}, "
                 f"optimizer {type(self.optimizer).__name__}({_hyper(self.optimizer)}), on {self.device}",
                 f"amp: {amp}"]
@@ -152,11 +158,24 @@ class TrainStep:
         return "\n".join(lines), steps, before + after
 
 
-def train_step(model, loss_fn, optimizer, *, amp: bool = False) -> TrainStep:
+def train_step(model, loss_fn, optimizer, *, amp=False) -> TrainStep:
     """One training step, planned once: `step = lt.train_step(model, loss_fn, optimizer)`, then
     `loss = step(x, labels)` runs forward (train mode), lt.grad and the optimizer's update and
-    returns the loss as a 0-d Tensor. See lazytensor.nn.train_step."""
+    returns the loss as a 0-d Tensor. amp: False; True, "float16" or a LossScaler (float16 with
+    dynamic loss scaling); "bfloat16" (no loss scaling). See lazytensor.nn.train_step."""
     return TrainStep(model, loss_fn, optimizer, amp=amp)
+
+
+def _amp_dtype(amp):
+    """The compute dtype amp= names, or None for amp=False."""
+    if amp is False or amp is None:
+        return None
+    if amp is True or isinstance(amp, LossScaler) or amp == "float16" or amp is np.float16:
+        return np.dtype(np.float16)
+    if amp == "bfloat16" or amp is BFLOAT16.type:
+        return BFLOAT16
+    raise ValueError(f"lt.train_step: amp must be False, True (float16), \"float16\", \"bfloat16\" or a LossScaler; "
+                     f"got {amp!r}")
 
 
 def _dtype(v) -> np.dtype:

@@ -17,6 +17,7 @@ from lazytensor.core.expr import Expr
 from lazytensor.core import tensor as _tensor
 from lazytensor.cbr.conv_args import validate_conv_args
 from lazytensor.kernels.config import UnsupportedOnDevice, config
+from lazytensor.core.dtypes import is_float
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training=True, momentu
     if len(x.shape) < 2:
         raise ValueError(f"batch_norm expects x with a channel axis last, e.g. NHWC; got shape {tuple(x.shape)}")
     channels = x.shape[-1]
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         raise TypeError(f"batch_norm takes floating-point x; got {x.dtype.name}")
     vectors = []
     for name, v in (("gamma", gamma), ("beta", beta), ("running_mean", running_mean), ("running_var", running_var)):

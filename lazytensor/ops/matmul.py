@@ -48,7 +48,9 @@ def matmul_shape(a_shape: tuple, b_shape: tuple) -> tuple:
 
 def matmul(a, b):
     """Matrix product with np.matmul's semantics (1-D operands, batches, broadcast batch axes, NumPy's
-    result dtype). Lazy: a step of its own (NumPy's BLAS on the CPU, cuBLAS through CuPy on CUDA)."""
+    result dtype; bfloat16 for bfloat16 operands, as np.dot and JAX give: ml_dtypes has no matmul
+    loop, so np.matmul computes theirs in float32). Lazy: a step of its own (NumPy's BLAS on the CPU,
+    cuBLAS through CuPy on CUDA)."""
     a = _operand(a, 0)
     b = _operand(b, 1)
     shape = matmul_shape(tuple(a.shape), tuple(b.shape))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from lazytensor.core.expr import as_computed
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import Expr
+from lazytensor.core.dtypes import is_float
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def pooled_shape(a: PoolAttrs) -> tuple:
 
 def _float_input(x, op: str):
     x = _tensor.as_node(x)
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         raise TypeError(f"{op} takes floating-point input (float16, float32, float64); got {x.dtype.name}: "
                         f"convert it with .astype(...) first")
     return x

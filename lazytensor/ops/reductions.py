@@ -31,11 +31,14 @@ def _result_dtype(kind: str, src: np.dtype, dtype) -> np.dtype:
 
 
 def _accumulator(kind: str, src: np.dtype, out: np.dtype) -> np.dtype:
-    """Sums, products and moments of floats accumulate in float64; integers in their result type."""
+    """Sums, products and moments of floats accumulate in float64, bfloat16's in float32 (as PyTorch's:
+    NumPy's ml_dtypes loop would add in bfloat16); integers in their result type."""
     if kind in ("argmax", "argmin", "max", "min"):
-        return src if src != np.float16 else np.dtype(np.float32)
+        return src if src != np.float16 and src != _dt.BFLOAT16 else np.dtype(np.float32)
     if kind in ("any", "all"):
         return np.dtype(bool)
+    if out == _dt.BFLOAT16 or (src == _dt.BFLOAT16 and out.kind != "f"):
+        return np.dtype(np.float32)
     if out.kind == "f" or kind in ("mean", "var", "std"):
         return np.dtype(np.float64)      # float16/32 sums and moments accumulate in double
     return out

@@ -20,11 +20,12 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply
 from lazytensor.ops.reductions import reduce
 from lazytensor.ops.views import getitem
+from lazytensor.core.dtypes import is_float
 
 
 def _float_operand(x, what: str):
     x = _tensor.as_node(x)
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         raise TypeError(f"{what} takes floating-point input; got {x.dtype.name}: convert it with "
                         f".astype(np.float32) (or float64) first")
     return x

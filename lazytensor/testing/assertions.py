@@ -7,6 +7,7 @@ import numpy as np
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, asarray
 from lazytensor.assign.evaluate import to_numpy
+from lazytensor.core.dtypes import is_float
 
 # The relative tolerance of assert_same_as_numpy per float dtype: room for a few roundings that
 # differ (transcendental functions within a few ULP, sums added in another order), far below any
@@ -58,7 +59,7 @@ def _compare(got, expected, rtol, atol, what):
         raise AssertionError(f"{what}: dtype {got.dtype} on lazytensor tensors, {expected.dtype} on NumPy arrays")
     if got.shape != expected.shape:
         raise AssertionError(f"{what}: shape {got.shape} on lazytensor tensors, {expected.shape} on NumPy arrays")
-    if expected.dtype.kind in "fc":
+    if (expected.dtype.kind == "c" or is_float(expected.dtype)):
         tol = RTOL.get(expected.dtype, 1e-12) if rtol is None else rtol
         np.testing.assert_allclose(got, expected, rtol=tol, atol=atol, equal_nan=True,
                                    err_msg=f"{what}: lazytensor (actual) vs NumPy (desired)", strict=True)

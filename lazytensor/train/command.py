@@ -1,6 +1,7 @@
 """`python -m lazytensor train`: train a network on synthetic data or CIFAR-10 with lt.train_step.
 
     python -m lazytensor train --model vgg16bn --px 32 --batch 512 --steps 200 --device cuda --amp
+    python -m lazytensor train --model vgg16bn --px 32 --batch 512 --steps 200 --device cuda --amp bfloat16
     python -m lazytensor train --model resnet18 --data ~/datasets --batch 256 --steps 1000
 
 The data live on the device (see lazytensor.train.data); the optimizer is SGD with momentum
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lazytensor.core.dtypes import BFLOAT16
 from lazytensor.train.models import MODELS
 
 PIXELS = (32, 224)
@@ -56,9 +58,9 @@ def add_train_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="PATH", default=None,
                    help="CIFAR-10 in its Python pickle format: PATH or PATH/cifar-10-batches-py holds data_batch_1 "
                         ".. data_batch_5 and test_batch (default: synthetic data)")
-    p.add_argument("--amp", action="store_true",
-                   help="mixed precision: float16 weights and activations, float32 master weights and BatchNorm, "
-                        "dynamic loss scaling")
+    p.add_argument("--amp", nargs="?", const="float16", default=None, choices=["float16", "bfloat16"],
+                   help="mixed precision: float16 (--amp alone) or bfloat16 weights and activations, float32 master "
+                        "weights and BatchNorm; float16 with dynamic loss scaling, bfloat16 without")
     p.add_argument("--lr", type=_non_negative_float, default=0.05, help="SGD learning rate (default 0.05)")
     p.add_argument("--momentum", type=_non_negative_float, default=0.9, help="SGD momentum (default 0.9)")
     p.add_argument("--weight-decay", type=_non_negative_float, default=5e-4, help="SGD weight decay (default 5e-4)")
@@ -143,12 +145,12 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
     num_classes = 10 if args.px == 32 else 1000
     with PeakMemory(device) as peak:
         data = _data_source(args, num_classes, device)
-        model = build_model(args.model, args.px, num_classes, dtype=np.float16 if args.amp else np.float32,
-                            device=device, seed=args.seed)
+        dtype = {None: np.float32, "float16": np.float16, "bfloat16": BFLOAT16}[args.amp]
+        model = build_model(args.model, args.px, num_classes, dtype=dtype, device=device, seed=args.seed)
         optimizer = SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
-        step = train_step(model, cross_entropy, optimizer, amp=args.amp)
+        step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(args.amp, args.amp))
         print_fn(f"train {args.model}, {args.px} px, batch {args.batch}, {args.steps} steps on {device}"
-                 f"{' with AMP' if args.amp else ''}: {data.describe()}; SGD lr {args.lr}, momentum "
+                 f"{f' with AMP ({args.amp})' if args.amp else ''}: {data.describe()}; SGD lr {args.lr}, momentum "
                  f"{args.momentum}, weight decay {args.weight_decay}")
         losses, batches = [], iter(data)
         bar = _progress_bar(args.steps, args.batch, show_bar)

@@ -66,7 +66,7 @@ def test_the_float32_table_prints_each_sides_tf32_settings():
     torch = type("torch", (), {"backends": type("b", (), {"cudnn": type("c", (), {"allow_tf32": True}),
                                                            "cuda": type("m", (), {"matmul": type("mm", (), {
                                                                "allow_tf32": False})})})})
-    lines = render(rows, "cuda", torch=torch, amp=False).splitlines()
+    lines = render(rows, "cuda", torch=torch, amp=None).splitlines()
     assert "| VGG16-BN 32x32, batch 128 | PyTorch float32 eager | 20,000 | 1.50x | 2.00 GiB |" in lines
     want = (f"float32, no AMP: lt.config.conv_allow_tf32={lt.config.conv_allow_tf32}, matmul_allow_tf32=False; "
             "torch.backends.cudnn.allow_tf32=True, torch.backends.cuda.matmul.allow_tf32=False")
@@ -74,12 +74,14 @@ def test_the_float32_table_prints_each_sides_tf32_settings():
     assert not any("GradScaler" in line for line in lines)
 
 
-def test_the_train_suite_takes_float16_or_float32():
+def test_the_train_suite_takes_float16_bfloat16_or_float32():
     from lazytensor.bench.train import run_train_bench
-    with pytest.raises(ValueError, match="float16 \\(AMP\\) or float32; got 'float64'"):
+    with pytest.raises(ValueError, match="float16, bfloat16, float32; got 'float64'"):
         run_train_bench(print, "cpu", "float64")
     with pytest.raises(SystemExit):
         main(["bench", "--suite", "train", "--dtype", "bfloat8"])
+    with pytest.raises(SystemExit):
+        main(["bench", "--suite", "train", "--dtype", "float32", "--amp", "bfloat16"])
 
 
 @pytest.mark.gpu

@@ -15,6 +15,7 @@ from lazytensor.core.expr import Expr, apply
 from lazytensor.kernels.cuda.cublas_gemm import arguments_for, math_words as gemm_math_words
 from lazytensor.kernels.cuda.cublaslt_gemm import bgrad_kind, bgrad_refusal, epilogue_refusal, run_epilogue_gemm
 from lazytensor.kernels.matmul import cpu_float16_kernel, run_matmul
+from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.plan.heavy import matmul_epilogue
 from lazytensor.core.memory import may_overlap
 from lazytensor.plan.elementwise import copy_step, elementwise_steps
@@ -57,6 +58,8 @@ class MatmulStep(Step):
         if self.backend.host_memory and cpu_float16_kernel(self.a, self.b):
             how = ("float16 kernel (NumPy has no float16 BLAS; float32 sums in NumPy's order, rounded once: "
                    "NumPy's numbers)")
+        elif self.backend.host_memory and self.out.dtype == BFLOAT16:
+            how = "NumPy matmul (BLAS) of the float32 upcasts, rounded once to bfloat16"
         elif self.backend.host_memory:
             how = "NumPy matmul (BLAS)"
         elif self.gemm is not None:
@@ -228,7 +231,7 @@ def _differs(backend, pairs, k) -> str | None:
     for want, got in pairs:
         w = backend.to_host(want).astype(np.float64)
         g = backend.to_host(got).astype(np.float64)
-        rel = 2e-2 if want.dtype == np.float16 else 1e-4
+        rel = 2e-2 if want.dtype.itemsize == 2 else 1e-4       # float16, bfloat16 (rounded alike here)
         worst = np.abs(w - g).max(initial=0.0)
         if not np.isfinite(g).all() or not worst <= rel * (np.abs(w).max(initial=0.0) + np.sqrt(k)):
             return f"its result differed from the GEMM and kernel's on random operands (by up to {worst:.3g})"

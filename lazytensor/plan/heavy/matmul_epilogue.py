@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from lazytensor.plan.measured_choice import MeasuredChoices, device_name
+from lazytensor.core.dtypes import is_float
 
 EPILOGUE = "cuBLASLt GEMM with its epilogue"
 KERNEL = "cuBLAS GEMM + the fused kernel after it"
@@ -70,7 +71,7 @@ def epilogue_sites(roots) -> tuple:
 def _column_sum(node) -> bool:
     spec = node.attrs
     return (spec.kind == "sum" and tuple(spec.axes) == (0,) and len(spec.in_shape) == 2
-            and node.dtype == node.args[0].dtype and node.dtype.kind == "f")
+            and node.dtype == node.args[0].dtype and is_float(node.dtype))
 
 
 def _site(relu, parents):
@@ -81,7 +82,7 @@ def _site(relu, parents):
         if (getattr(mm, "op", None) == "matmul" and parents.get(id(mm)) == 1 and len(mm.shape) == 2
                 and len(mm.args[0].shape) == 2 and len(mm.args[1].shape) == 2
                 and tuple(bias.shape) == (mm.shape[1],) and bias.dtype == mm.dtype == relu.dtype
-                and mm.dtype.kind == "f" and hasattr(bias, "heavy")):
+                and is_float(mm.dtype) and hasattr(bias, "heavy")):
             return mm, bias
     return None
 
