@@ -15,7 +15,8 @@ import numpy as np
 
 from lazytensor.assign import own_memory
 from lazytensor.assign.own_memory import memory_for_writes
-from lazytensor.assign.evaluate import assign as _assign, evaluate, item as _item, to_numpy, to_numpy_shared
+from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
+                                        to_numpy_shared)
 from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
 from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
@@ -169,6 +170,26 @@ def to_device(self, device, /, *, stream=None):
         return self
     from lazytensor import array_api
     return array_api.asarray(self, device=device)
+
+
+def dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack capsule of the values (an expression is evaluated once and shares its result),
+    with the standard's keywords passed on to NumPy's or CuPy's array (those left None are not)."""
+    keywords = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                  ("dl_device", dl_device), ("copy", copy)) if v is not None}
+    return result_of(self).data.__dlpack__(**keywords)
+
+
+def dlpack_device(self):
+    """(DLPack device type, device id), known without evaluating: kDLCPU is 1, kDLCUDA 2."""
+    if type(self) is Tensor:
+        return self.data.__dlpack_device__()
+    if self.result is not None:
+        return self.result.data.__dlpack_device__()
+    if self.device == "cuda":
+        import cupy
+        return (2, cupy.cuda.Device().id)
+    return (1, 0)
 
 
 def array_namespace(self, *, api_version=None):
@@ -361,6 +382,7 @@ OPERAND_METHODS = {
     "__bool__": truth, "__float__": to_float, "__int__": to_int, "__complex__": to_complex, "__index__": index,
     "__format__": format_value,
     "mT": property(mT), "to_device": to_device, "__array_namespace__": array_namespace,
+    "__dlpack__": dlpack, "__dlpack_device__": dlpack_device,
     "tolist": tolist, "copy": copy, "flatten": flatten, "cumsum": cumsum, "cumprod": cumprod,
     "nonzero": nonzero, "round": round_values, "__round__": python_round, "clip": clip, "fill": fill,
     "__getitem__": getitem, "T": property(T), "transpose": transpose, "swapaxes": swapaxes,
