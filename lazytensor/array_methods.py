@@ -401,8 +401,14 @@ TENSOR_METHODS = {
 }
 
 
+def expr_copy(self, memo=None):
+    """copy.copy and copy.deepcopy: another object with the values of now (an expression can be
+    written, so it is not its own copy): lazy, kept by a later write like any node built on it."""
+    return _fresh(self)
+
+
 EXPR_METHODS = {
-    "__setitem__": expr_setitem, "assign": expr_assign,
+    "__setitem__": expr_setitem, "assign": expr_assign, "__copy__": expr_copy, "__deepcopy__": expr_copy,
     **{name: _expr_inplace(op) for name, op in (
         ("__iadd__", "add"), ("__isub__", "subtract"), ("__imul__", "multiply"),
         ("__itruediv__", "true_divide"), ("__ifloordiv__", "floor_divide"), ("__imod__", "remainder"),

@@ -4,3 +4,4 @@ tier and the hand-over)."""
 import os
 
 os.environ.setdefault("LAZYTENSOR_JIT_WAIT", "1")
+os.environ.setdefault("SCIPY_ARRAY_API", "1")   # tests/clients: SciPy reads it once, when it is imported

@@ -145,12 +145,6 @@ class Expr(Operand):
         self.last_plan = None
         self.epoch = RESULTS[0]
 
-    def __copy__(self) -> "Expr":
-        return self         # a value that never changes: the node itself is its copy
-
-    def __deepcopy__(self, memo) -> "Expr":
-        return self
-
     def __repr__(self):
         return (f"Expr({render_tree(self)}, shape={self.shape}, dtype={self.dtype.name}, "
                 f"device={self.device!r})")
