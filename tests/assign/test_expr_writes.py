@@ -140,6 +140,25 @@ def test_array_api_compat_sees_a_writable_array():
     same(e, [5.0, 4.0])
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")
+def test_on_cuda_writes_to_expressions_and_dlpack():
+    import cupy
+    x = lt.asarray(np.array([1.0, -2.0, 3.0]), device="cuda")
+    y = x * 2
+    z = y
+    w = y * 10
+    assert y.__dlpack_device__() == (2, cupy.cuda.Device().id)
+    y[y < 0] = 0.0
+    y[np.array([2])] = 5.0
+    y += 1
+    same(z, [3.0, 1.0, 6.0])
+    same(w, [20.0, -40.0, 60.0])
+    same(x, [1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(cupy.from_dlpack(x * 3).get(), [3.0, -6.0, 9.0])
+    assert (x * 3).__dlpack_device__()[0] == 2
+
+
 # -- random programs against NumPy -----------------------------------------------------------------
 NAMES = 4
 SHAPES = [(1,), (5,), (3, 4), (2, 3, 2)]
