@@ -31,11 +31,12 @@ def memory_for_writes(node: Expr, holders: int = 2, operands=()) -> Tensor:
     """The Tensor that writes to `node` go into: its own result, made on the first write.
     holders: the references to `node` outside the writing call (the user's names, the operands of
     nodes built on it); operands: what the write reads (its key and value). Where the nodes built
-    on `node` inside those account for all holders but one (the user's name), they are all."""
+    on `node` inside those account for all holders but one (the user's name), or for every node
+    ever built on it (its uses), they are all."""
     if _owners.get(id(node)) is node:
         return node.result
     parents, held = _parents_in(node, operands) if holders > 1 else ([], 0)
-    if holders - held > 1:
+    if holders - held > 1 and node.uses + getattr(node, "heavy_uses", 0) != held:
         parents = _live_parents(node)
     # Its value so far, in new memory: a result it had may be another tensor's memory (it was
     # written there) or a Tensor lt.evaluate handed out, and neither may see this write.

@@ -110,9 +110,13 @@ def test_a_write_with_one_name_asks_the_collector_nothing(monkeypatch):
     y[y < 0] = 0.0
     y2 = x * 3
     y2 *= y2 + 1
+    y3 = x * 4
+    alias = y3                      # two names, and every node built on y3 is in the write
+    y3[y3 > 0] = y3 * 2
     assert asked == []
     same(y, [2.0, 0.0])
     same(y2, [12.0, 30.0])
+    same(alias, [8.0, -4.0])
 
 
 # -- the Array API's array protocols on expressions -----------------------------------------------------
