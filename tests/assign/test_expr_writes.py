@@ -111,12 +111,13 @@ def test_a_write_with_one_name_asks_the_collector_nothing(monkeypatch):
     y2 = x * 3
     y2 *= y2 + 1
     y3 = x * 4
-    alias = y3                      # two names, and every node built on y3 is in the write
-    y3[y3 > 0] = y3 * 2
+    alias, listed = y3, [y3]        # three holders, and every node built on y3 is in the write
+    y3[y3 > 0] = y3.max() * 2       # a heavy node built on it, too
     assert asked == []
     same(y, [2.0, 0.0])
     same(y2, [12.0, 30.0])
-    same(alias, [8.0, -4.0])
+    same(alias, [8.0, -8.0])
+    assert listed[0] is y3
 
 
 # -- the Array API's array protocols on expressions -----------------------------------------------------
