@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # setuptools says an editable install may be shadowed by same-named folders: ours map on purpose (package-dir)
 PIP    := PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(PY) -m pip
 
-.PHONY: demo test bench clean array-api docs
+.PHONY: demo test test-clients bench clean array-api docs
 
 $(VENV)/.installed-base: pyproject.toml setup.py lazytensor/core/_nodes.c
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ demo: $(VENV)/.installed-base
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not slow"    # long hunts: pytest -m slow
+
+# Libraries that use the Array API on lazytensor arrays (tests/clients); kept out of `make test`'s
+# install: scikit-learn and SciPy are large
+$(VENV)/.installed-clients: $(VENV)/.installed-test
+	$(PIP) install -q -e '.[test,clients]'
+	touch $@
+
+test-clients: $(VENV)/.installed-clients
+	$(PY) -m pytest -q tests/clients
 
 bench: $(VENV)/.installed-test
 	$(PY) -m lazytensor bench

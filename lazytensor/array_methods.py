@@ -13,8 +13,11 @@ import sys
 
 import numpy as np
 
-from lazytensor.assign.evaluate import assign as _assign, evaluate, item as _item, to_numpy, to_numpy_shared
-from lazytensor.core.expr import apply, astype as _node_astype, binary, operator_function, unary
+from lazytensor.assign import own_memory
+from lazytensor.assign.own_memory import memory_for_writes
+from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
+                                        to_numpy_shared)
+from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
 from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
 from lazytensor.core.tensor import Tensor
@@ -169,6 +172,26 @@ def to_device(self, device, /, *, stream=None):
     return array_api.asarray(self, device=device)
 
 
+def dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack capsule of the values (an expression is evaluated once and shares its result),
+    with the standard's keywords passed on to NumPy's or CuPy's array (those left None are not)."""
+    keywords = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                  ("dl_device", dl_device), ("copy", copy)) if v is not None}
+    return result_of(self).data.__dlpack__(**keywords)
+
+
+def dlpack_device(self):
+    """(DLPack device type, device id), known without evaluating: kDLCPU is 1, kDLCUDA 2."""
+    if type(self) is Tensor:
+        return self.data.__dlpack_device__()
+    if self.result is not None:
+        return self.result.data.__dlpack_device__()
+    if self.device == "cuda":
+        import cupy
+        return (2, cupy.cuda.Device().id)
+    return (1, 0)
+
+
 def array_namespace(self, *, api_version=None):
     """The Array API (2024.12) namespace: lazytensor.array_api."""
     if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
@@ -207,9 +230,10 @@ def clip(self, min=None, max=None): return elementwise.clip(self, min, max)  # n
 
 
 def fill(self, value):
-    """Set every element to `value` (a tensor's method: an expression has no memory to fill)."""
-    if not hasattr(self, "data"):
-        raise TypeError("fill writes into a tensor; an expression has no memory: use lt.full_like(e, value)")
+    """Set every element to `value` (an expression's first write gives it memory of its own)."""
+    if type(self) is not Tensor:
+        holders = sys.getrefcount(self) - own_memory.METHOD_REFS
+        self = memory_for_writes(self, holders)
     _assign(self, value)
 
 
@@ -291,6 +315,29 @@ def ilshift(self, o): return _inplace(self, "left_shift", o)
 def irshift(self, o): return _inplace(self, "right_shift", o)
 
 
+# -- writing an expression: into memory of its own, made on the first write (assign.own_memory) --------
+# Each counts the references to the expression beyond its own call's (own_memory.ITEM_REFS, ...):
+# with only the user's name, no expression built on it can be alive to keep its old value.
+def expr_setitem(self, key, value):
+    holders = sys.getrefcount(self) - own_memory.ITEM_REFS
+    setitem(memory_for_writes(self, holders, (*(key if type(key) is tuple else (key,)), value)), key, value)
+
+
+def expr_assign(self, value):
+    holders = sys.getrefcount(self) - own_memory.METHOD_REFS
+    _assign(memory_for_writes(self, holders, (value,)), value)
+    return self
+
+
+def _expr_inplace(op):
+    def inplace(self, o):
+        holders = sys.getrefcount(self) - own_memory.INPLACE_REFS
+        _inplace(memory_for_writes(self, holders, (o,)), op, o)
+        return self
+    inplace.__name__ = f"expr_inplace_{op}"
+    return inplace
+
+
 class _CallShape:
     """The call path of an in-place operator (`t += x` -> iadd -> _inplace), to count the
     references that path itself holds to a temporary right operand: the interpreter's stack,
@@ -335,6 +382,7 @@ OPERAND_METHODS = {
     "__bool__": truth, "__float__": to_float, "__int__": to_int, "__complex__": to_complex, "__index__": index,
     "__format__": format_value,
     "mT": property(mT), "to_device": to_device, "__array_namespace__": array_namespace,
+    "__dlpack__": dlpack, "__dlpack_device__": dlpack_device,
     "tolist": tolist, "copy": copy, "flatten": flatten, "cumsum": cumsum, "cumprod": cumprod,
     "nonzero": nonzero, "round": round_values, "__round__": python_round, "clip": clip, "fill": fill,
     "__getitem__": getitem, "T": property(T), "transpose": transpose, "swapaxes": swapaxes,
@@ -353,9 +401,26 @@ TENSOR_METHODS = {
 }
 
 
+def expr_copy(self, memo=None):
+    """copy.copy and copy.deepcopy: another object with the values of now (an expression can be
+    written, so it is not its own copy): lazy, kept by a later write like any node built on it."""
+    return _fresh(self)
+
+
+EXPR_METHODS = {
+    "__setitem__": expr_setitem, "assign": expr_assign, "__copy__": expr_copy, "__deepcopy__": expr_copy,
+    **{name: _expr_inplace(op) for name, op in (
+        ("__iadd__", "add"), ("__isub__", "subtract"), ("__imul__", "multiply"),
+        ("__itruediv__", "true_divide"), ("__ifloordiv__", "floor_divide"), ("__imod__", "remainder"),
+        ("__ipow__", "power"), ("__iand__", "bitwise_and"), ("__ior__", "bitwise_or"),
+        ("__ixor__", "bitwise_xor"), ("__ilshift__", "left_shift"), ("__irshift__", "right_shift"))},
+}
+
+
 def installed() -> dict:
     """class -> the names install() sets on it."""
-    return {Operand: [*OPERAND_METHODS, *(m for m, _, _ in BINARY_OPERATORS)], Tensor: [*TENSOR_METHODS]}
+    return {Operand: [*OPERAND_METHODS, *(m for m, _, _ in BINARY_OPERATORS)], Tensor: [*TENSOR_METHODS],
+            Expr: [*EXPR_METHODS]}
 
 
 def install() -> None:
@@ -366,3 +431,5 @@ def install() -> None:
         setattr(Operand, name, operator_function(op, reflected))
     for name, f in TENSOR_METHODS.items():
         setattr(Tensor, name, f)
+    for name, f in EXPR_METHODS.items():
+        setattr(Expr, name, f)

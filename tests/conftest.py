@@ -4,6 +4,7 @@ tier and the hand-over)."""
 import os
 
 os.environ.setdefault("LAZYTENSOR_JIT_WAIT", "1")
+os.environ.setdefault("SCIPY_ARRAY_API", "1")   # tests/clients: SciPy reads it once, when it is imported
 
 # float32 on CUDA is checked against float64 and NumPy to float32's precision: the suite runs with
 # TF32 convolutions off (lt.config's default is PyTorch's, on); tests of TF32 turn it on themselves.

@@ -45,7 +45,7 @@ class Expr(Operand):
     oldest node of its DAG was built (or last settled): a node over a DAG in which some node may
     have got a result since is re-read (`settle`) before it is planned."""
     __slots__ = ("op", "args", "shape", "dtype", "device", "heavy", "attrs", "skey", "leaves", "scalars",
-                 "shared", "uses", "last_plan", "result", "epoch", "origin", "__weakref__")
+                 "shared", "uses", "heavy_uses", "last_plan", "result", "epoch", "origin", "__weakref__")
 
     def __init__(self, op: str, args: tuple, shape: tuple, dtype: np.dtype, device, heavy=False, attrs=None):
         self.op = op
@@ -53,7 +53,7 @@ class Expr(Operand):
         self.dtype = dtype
         self.device = device
         self.attrs = attrs          # op parameters that are part of the structure (e.g. an axis)
-        self.uses = 0               # how many nodes have taken this one as an operand
+        self.uses = 0               # how many nodes have taken this one as an operand (heavy ones: heavy_uses)
         self.last_plan = None       # (destination array, steps): re-assigning skips the planner
         self.result = None          # the Tensor holding this node's value, once evaluated
         self.origin = None          # once evaluated: how it was computed, for gradients (Origin)
@@ -65,8 +65,11 @@ class Expr(Operand):
                 t = type(a)
                 if t is Tensor:
                     register(self, _ref(self), a)
-                elif t is Expr and a.epoch < epoch:
-                    epoch = a.epoch
+                elif t is Expr:
+                    # uses, for the nodes built here (set where first needed: other builders never read it)
+                    a.heavy_uses = getattr(a, "heavy_uses", 0) + 1
+                    if a.epoch < epoch:
+                        epoch = a.epoch
             self.epoch = epoch
             # Never lowered as a whole: the planner cuts it into steps first (lazytensor.plan.planner).
             self.skey = None
@@ -144,12 +147,6 @@ class Expr(Operand):
                     register(self, me, a)
         self.last_plan = None
         self.epoch = RESULTS[0]
-
-    def __copy__(self) -> "Expr":
-        return self         # a value that never changes: the node itself is its copy
-
-    def __deepcopy__(self, memo) -> "Expr":
-        return self
 
     def __repr__(self):
         return (f"Expr({render_tree(self)}, shape={self.shape}, dtype={self.dtype.name}, "

@@ -44,12 +44,6 @@ class Tensor(Operand):
     def backend(self):
         return backend_for(self.device)
 
-    def __dlpack__(self, *args, **kwargs):
-        return self.data.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
-
     @property
     def __cuda_array_interface__(self):
         if self.device != "cuda":
