@@ -132,7 +132,14 @@ def _function_table():
             np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
             np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
             **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)},
-            **_array_api_functions()}
+            **_array_api_functions(), **_linalg_functions()}
+
+
+def _linalg_functions():
+    """np.linalg's functions that lt.linalg has, under the same names and signatures."""
+    from lazytensor.ops import linalg
+    return {getattr(np.linalg, n): getattr(linalg, n) for n in linalg.__all__
+            if n[0].islower() and hasattr(np.linalg, n)}
 
 
 def _array_api_functions():
