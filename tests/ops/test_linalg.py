@@ -13,7 +13,7 @@ import lazytensor as lt
 from lazytensor.kernels.backend import backend_for
 from lazytensor.kernels.cache import KernelCache
 
-SETTINGS = settings(max_examples=20, deadline=None,
+SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
 

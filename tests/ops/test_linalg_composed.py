@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import lazytensor as lt
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 dtypes = st.sampled_from([np.float32, np.float64])
 
 
