@@ -9,11 +9,6 @@ import numpy as np
 
 from lazytensor.kernels import launch_log
 
-# How many arrays each function writes, in the order the standard returns them.
-OUTPUTS = {"cholesky": 1, "inv": 1, "solve": 1, "det": 1, "slogdet": 2, "eigh": 2, "eigvalsh": 1,
-           "qr": 2, "svd": 3, "svdvals": 1}
-
-
 def run_linalg(backend, fn: str, params: tuple, inputs: list, outs: list) -> None:
     """outs[k][...] = the k-th result of `fn` over `inputs` (arrays of `backend`, one dtype, float32 or
     float64, checked by the caller); raises numpy.linalg.LinAlgError as NumPy does (a singular
