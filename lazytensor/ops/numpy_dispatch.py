@@ -132,14 +132,7 @@ def _function_table():
             np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
             np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
             **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)},
-            **_array_api_functions(), **_linalg_functions()}
-
-
-def _linalg_functions():
-    """np.linalg's functions that lt.linalg has, under the same names and signatures."""
-    from lazytensor.ops import linalg
-    return {getattr(np.linalg, n): getattr(linalg, n) for n in linalg.__all__
-            if n[0].islower() and hasattr(np.linalg, n)}
+            **_array_api_functions()}
 
 
 def _array_api_functions():
@@ -162,9 +155,17 @@ def dispatch_function(func, args, kwargs):
     copy) without notice."""
     if not _functions:
         _functions.update(_function_table())
+        _functions.update(_linalg_functions())
     lazy = _functions.get(func)
     if lazy is not None:
         return lazy(*args, **kwargs)
     name = f"{func.__module__.replace('numpy._core.', 'numpy.').replace('numpy', 'np', 1)}.{func.__name__}"
     raise TypeError(f"{name} has no lazy counterpart in lazytensor; to compute it eagerly with NumPy on "
                     f"purpose, pass host arrays: {name}(np.asarray(t), ...) (a device-to-host copy on CUDA)")
+
+
+def _linalg_functions():
+    """np.linalg's functions that lt.linalg has, under the same names and signatures."""
+    from lazytensor.ops import linalg
+    return {getattr(np.linalg, n): getattr(linalg, n) for n in linalg.__all__
+            if n[0].islower() and hasattr(np.linalg, n)}
