@@ -5,8 +5,8 @@ needed) under the standard's name and signature; where the standard and NumPy di
 follows the standard (floor_divide's special cases, var/std take `correction`, sort is stable and
 takes `descending`, astype takes `copy`, ...), and the `lt` namespace follows NumPy.
 
-Functions lazytensor does not have are absent rather than eager: complex dtypes and real/imag,
-the linalg and fft extensions. The conformance suite runs with `make array-api`
+The linalg extension is `linalg` (lazytensor.array_api.linalg). Functions lazytensor does not have
+are absent rather than eager: complex dtypes and real/imag, the fft extension. The conformance suite runs with `make array-api`
 (tests/array_api/run.sh; docs/benchmarks.md, "Array API conformance").
 """
 from __future__ import annotations
@@ -198,6 +198,8 @@ def from_dlpack(x, /, *, device=None, copy=None):
     t = _lt.Tensor(data, "cuda" if on_cuda else "cpu")
     return t if device is None or device == t.device else _lt.asarray(t, device=device)
 
+
+from lazytensor.array_api import linalg  # noqa: E402,F401
 
 # -- inspection -----------------------------------------------------------------------------------
 from lazytensor.array_api.inspection import __array_namespace_info__  # noqa: E402,F401

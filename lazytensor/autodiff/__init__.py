@@ -6,6 +6,7 @@ and the fused backward patterns (patterns_*.py) in lazytensor.autodiff.patterns.
 from lazytensor.autodiff import rules, rules_math, rules_reductions, rules_views  # noqa: F401  (register their rules)
 from lazytensor.autodiff import rules_conv_bn  # noqa: F401  (conv2d, batch_norm and the backward convolutions)
 from lazytensor.autodiff import rules_nn  # noqa: F401  (matmul and pooling)
+from lazytensor.autodiff import rules_linalg  # noqa: F401  (inv, solve, det, cholesky, ...)
 from lazytensor.autodiff import rules_gathers, rules_joining, rules_scans  # noqa: F401  (x[mask], concatenate, cumsum)
 from lazytensor.autodiff import patterns_cbr  # noqa: F401  (the fused CBR backward)
 from lazytensor.autodiff.reverse import Gradients, grad

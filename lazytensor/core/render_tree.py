@@ -25,6 +25,10 @@ def render_tree(root) -> str:
             return f"concatenate([{', '.join(call_args)}], axis={node.attrs})"
         if node.op == "materialize":
             return f"materialize({call_args[0]})"
+        if node.op == "linalg":
+            spec = node.attrs
+            which = f"[{spec.index}]" if len(spec.shapes) > 1 else ""
+            return f"linalg.{spec.fn}({', '.join(call_args)}){which}"
         if node.op == "astype":
             return f"{args[0]}.astype({node.dtype.name})"
         sym = OPS[node.op].symbol if node.op in OPS else None

@@ -155,9 +155,17 @@ def dispatch_function(func, args, kwargs):
     copy) without notice."""
     if not _functions:
         _functions.update(_function_table())
+        _functions.update(_linalg_functions())
     lazy = _functions.get(func)
     if lazy is not None:
         return lazy(*args, **kwargs)
     name = f"{func.__module__.replace('numpy._core.', 'numpy.').replace('numpy', 'np', 1)}.{func.__name__}"
     raise TypeError(f"{name} has no lazy counterpart in lazytensor; to compute it eagerly with NumPy on "
                     f"purpose, pass host arrays: {name}(np.asarray(t), ...) (a device-to-host copy on CUDA)")
+
+
+def _linalg_functions():
+    """np.linalg's functions that lt.linalg has, under the same names and signatures."""
+    from lazytensor.ops import linalg
+    return {getattr(np.linalg, n): getattr(linalg, n) for n in linalg.__all__
+            if n[0].islower() and hasattr(np.linalg, n)}

@@ -31,8 +31,7 @@ if [ ! -f "$suite/.ready-$TESTS_COMMIT-$SPEC_COMMIT" ]; then
     touch "$suite/.ready-$TESTS_COMMIT-$SPEC_COMMIT"
 fi
 
-# The modules issue #13 targets; test_linalg.py's `linalg` extension tests skip themselves (the
-# namespace has no `linalg`), leaving matmul, tensordot and vecdot.
+# The modules the suite has, test_linalg.py with the `linalg` extension (lazytensor.array_api.linalg).
 modules=(
     test_operators_and_elementwise_functions.py test_special_cases.py test_creation_functions.py
     test_manipulation_functions.py test_searching_functions.py test_sorting_functions.py

@@ -1,0 +1,73 @@
+"""kernels/linalg.py's calls through an array module other than NumPy, a stand-in with CuPy's
+signatures (cholesky without `upper`, svd without `hermitian`, solve reading a b of one dimension
+less than a as vectors, NumPy 1's rule): what runs on CUDA gives np.linalg's results."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from lazytensor.kernels.linalg import _call
+
+
+def _numpy1_solve(a, b):
+    if b.ndim == a.ndim - 1:
+        return np.linalg.solve(a, b[..., None])[..., 0]
+    assert b.ndim == a.ndim, "CuPy's solve takes b of a's rank or one less"
+    return np.linalg.solve(a, b)
+
+
+class StandIn(types.ModuleType):
+    """NumPy's functions under another module, with CuPy's linalg signatures."""
+
+    def __init__(self):
+        super().__init__("cupy_stand_in")
+        self.linalg = types.SimpleNamespace(
+            cholesky=lambda a: np.linalg.cholesky(a), inv=np.linalg.inv, det=np.linalg.det, slogdet=np.linalg.slogdet,
+            eigh=lambda a, UPLO="L": np.linalg.eigh(a, UPLO), eigvalsh=lambda a, UPLO="L": np.linalg.eigvalsh(a, UPLO),
+            qr=lambda a, mode="reduced": np.linalg.qr(a, mode),
+            svd=lambda a, full_matrices=True, compute_uv=True: np.linalg.svd(a, full_matrices, compute_uv),
+            solve=_numpy1_solve)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+XP = StandIn()
+
+
+def _spd(shape, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape)
+    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+@pytest.mark.parametrize("fn,params,want", [
+    ("cholesky", (False,), lambda a: np.linalg.cholesky(a)),
+    ("cholesky", (True,), lambda a: np.linalg.cholesky(a, upper=True)),
+    ("svd", (False, True), lambda a: tuple(np.linalg.svd(a, hermitian=True))),
+    ("svd", (True, False), lambda a: tuple(np.linalg.svd(a))),
+    ("svdvals", (True,), lambda a: np.linalg.svd(a, compute_uv=False, hermitian=True)),
+    ("eigh", ("U",), lambda a: tuple(np.linalg.eigh(a, "U"))),
+    ("qr", ("r",), lambda a: np.linalg.qr(a, "r")),
+])
+def test_the_other_module_path_gives_numpys_results(fn, params, want):
+    a = _spd((3, 4, 4)) - 3 * np.eye(4)             # indefinite for hermitian svd, still symmetric
+    if fn == "cholesky":
+        a = _spd((3, 4, 4)) + np.triu(np.ones((4, 4)), 1)      # not symmetric: which triangle is read matters
+    got = _call(XP, fn, params, [a])
+    expected = want(a)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(got) == len(expected)
+    for g, w in zip(got, expected):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 3), (3,)), ((2, 3, 3), (3,)), ((2, 3, 3), (3, 2)),
+                                             ((1, 3, 3), (4, 3, 1)), ((2, 1, 3, 3), (5, 3, 2))])
+def test_solve_broadcasts_as_numpy_2_does(a_shape, b_shape):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(a_shape) + 3 * np.eye(3)
+    b = rng.standard_normal(b_shape)
+    (got,) = _call(XP, "solve", (len(b_shape) == 1,), [a, b])
+    np.testing.assert_allclose(got, np.linalg.solve(a, b), rtol=1e-12, atol=1e-12)
