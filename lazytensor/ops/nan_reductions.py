@@ -12,6 +12,10 @@ from lazytensor.ops import reductions as _red
 from lazytensor.ops.output import to_out
 
 
+def _cast(x, dtype):
+    return x if x.dtype == dtype else astype(x, dtype)
+
+
 def _floating(x) -> bool:
     return x.dtype.kind in "fc"
 
@@ -67,7 +71,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
         return to_out(_red.reduce("mean", x, axis, keepdims, dtype), out)
     want = _red.reduce("mean", x, axis, keepdims, dtype).dtype     # NumPy's result dtype of the mean
     total = _red.reduce("sum", _filled(x, 0), axis, keepdims, want)
-    return to_out(astype(apply("true_divide", total, _not_nan_count(x, axis, keepdims)), want), out)
+    return to_out(_cast(apply("true_divide", total, _not_nan_count(x, axis, keepdims)), want), out)
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
@@ -79,11 +83,11 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     want = _red.reduce("var", x, axis, keepdims, dtype).dtype
     count = _not_nan_count(x, axis, True)
     mean = apply("true_divide", _red.reduce("sum", _filled(x, 0), axis, True, np.float64), count)
-    dev = apply("subtract", astype(x, np.float64), mean)
+    dev = apply("subtract", _cast(x, np.float64), mean)
     squares = _red.reduce("sum", _filled(apply("multiply", dev, dev), 0), axis, keepdims, np.float64)
     dof = apply("subtract", count if keepdims else _not_nan_count(x, axis, False), ddof)
     var = apply("where", apply("greater", dof, 0), apply("true_divide", squares, dof), np.nan)
-    return to_out(astype(var, want), out)
+    return to_out(_cast(var, want), out)
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
