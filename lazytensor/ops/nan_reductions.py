@@ -84,7 +84,9 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     count = _not_nan_count(x, axis, True)
     mean = apply("true_divide", _red.reduce("sum", _filled(x, 0), axis, True, np.float64), count)
     dev = apply("subtract", _cast(x, np.float64), mean)
-    squares = _red.reduce("sum", _filled(apply("multiply", dev, dev), 0), axis, keepdims, np.float64)
+    # Masked by x's NaNs, not the squares': inf - inf is NaN and stays in, as NumPy's.
+    squares = _red.reduce("sum", apply("where", apply("isnan", x), 0.0, apply("multiply", dev, dev)), axis,
+                          keepdims, np.float64)
     dof = apply("subtract", count if keepdims else _not_nan_count(x, axis, False), ddof)
     var = apply("where", apply("greater", dof, 0), apply("true_divide", squares, dof), np.nan)
     return to_out(_cast(var, want), out)
