@@ -76,6 +76,6 @@ def split(ary, indices_or_sections, axis=0) -> list:
     if np.ndim(indices_or_sections.numpy() if isinstance(indices_or_sections, Operand) else indices_or_sections) == 0:
         sections = operator.index(indices_or_sections)
         n = x.shape[operator.index(axis)] if x.ndim else 0
-        if sections > 0 and n % sections:
+        if n % sections:        # (sections=0: NumPy's ZeroDivisionError)
             raise ValueError("array split does not result in an equal division")
     return array_split(x, indices_or_sections, axis)

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lazytensor as lt
-from lazytensor.testing.strategies import elements
 
 SETTINGS = settings(max_examples=15, deadline=None)
 NAMES = ("nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin")
