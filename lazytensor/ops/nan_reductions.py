@@ -1,6 +1,7 @@
-"""NumPy's NaN-ignoring reductions (np.nansum, nanmean, nanmax, ...): each NaN is replaced by the
-reduction's identity in the expression feeding an ordinary reduction, so the replacement fuses
-into its kernel. Integer and bool operands have no NaN: they reduce as the plain reductions.
+"""NumPy's NaN-ignoring reductions and scans (np.nansum, nanmean, nanmax, nancumsum, ...): each
+NaN is replaced by the reduction's identity in the expression feeding an ordinary reduction or
+scan, so the replacement fuses into its kernel. Integer and bool operands have no NaN: they reduce
+as the plain reductions.
 """
 from __future__ import annotations
 
@@ -121,3 +122,17 @@ def nanargmax(a, axis=None, out=None, *, keepdims=False):
 def nanargmin(a, axis=None, out=None, *, keepdims=False):
     """np.nanargmin: the index of the minimum ignoring NaNs. Evaluated now, as nanargmax."""
     return _nan_arg("argmin", a, axis, out, keepdims)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    """np.nancumsum: the running sum with NaNs counted as zero (one fused scan)."""
+    from lazytensor.ops.scans import cumsum
+    x = _tensor.as_node(a)
+    return to_out(cumsum(_filled(x, 0) if _floating(x) else x, axis, dtype), out)
+
+
+def nancumprod(a, axis=None, dtype=None, out=None):
+    """np.nancumprod: the running product with NaNs counted as one (one fused scan)."""
+    from lazytensor.ops.scans import cumprod
+    x = _tensor.as_node(a)
+    return to_out(cumprod(_filled(x, 1) if _floating(x) else x, axis, dtype), out)

@@ -141,7 +141,7 @@ def _numpy_functions():
                                 quantiles, splitting, statistics)
     modules = (nan_reductions, quantiles, statistics, closeness, like, splitting, diagonals, padding, dots,
                einsum, counting)
-    names = ("nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
+    names = ("nansum", "nanprod", "nancumsum", "nancumprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
              "median", "nanmedian", "quantile", "nanquantile", "percentile", "nanpercentile", "average", "ptp",
              "isclose", "allclose", "array_equal", "zeros_like", "ones_like", "empty_like", "full_like", "copy",
              "atleast_1d", "atleast_2d", "atleast_3d", "split", "array_split", "diagonal", "trace", "diag", "pad",

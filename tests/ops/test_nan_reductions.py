@@ -1,6 +1,7 @@
-"""np.nansum, nanprod, nanmax, nanmin, nanmean, nanvar, nanstd, nanargmax, nanargmin on tensors,
-through NumPy's protocol and as lt.<name>, against NumPy on the host: odd shapes, 0-d, empty,
-NaN/inf/-0.0, float and integer dtypes, axis as int or tuple, keepdims, ddof, dtype, out=."""
+"""np.nansum, nanprod, nanmax, nanmin, nanmean, nanvar, nanstd, nanargmax, nanargmin, nancumsum and
+nancumprod on tensors, through NumPy's protocol and as lt.<name>, against NumPy on the host: odd
+shapes, 0-d, empty, NaN/inf/-0.0, float and integer dtypes, axis as int or tuple, keepdims, ddof,
+dtype, out=."""
 from __future__ import annotations
 
 import warnings
@@ -78,6 +79,18 @@ def test_nanvar_nanstd_take_ddof(case, name, ddof):
     want = outcome(lambda: f(a, axis=axis, ddof=ddof, keepdims=keepdims))
     got = outcome(lambda: f(lt.asarray(a), axis=axis, ddof=ddof, keepdims=keepdims).numpy())
     same(got, want, 1e-4 if a.dtype == np.float32 else 1e-9)
+
+
+@SETTINGS
+@given(cases(), st.sampled_from(["nancumsum", "nancumprod"]))
+def test_nan_scans_match_numpy(case, name):
+    a, axis, _ = case
+    axis = axis if not isinstance(axis, tuple) else None
+    f = getattr(np, name)
+    want = outcome(lambda: f(a, axis=axis))
+    rtol = 1e-4 if a.dtype == np.float32 else 1e-9
+    same(outcome(lambda: f(lt.asarray(a), axis=axis).numpy()), want, rtol)
+    same(outcome(lambda: getattr(lt, name)(lt.asarray(a), axis=axis).numpy()), want, rtol)
 
 
 def test_all_nan_slices_and_infinities():
