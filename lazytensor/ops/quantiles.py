@@ -24,6 +24,9 @@ def _host_q(q):
 def _call(name, a, q, axis, out, keepdims, **kwargs):
     t = evaluated(a)
     xp = array_module(t.device)
+    if not hasattr(xp, name):
+        raise TypeError(f"np.{name} on a {t.device} tensor: {xp.__name__} has no {name}; compute it on the host "
+                        f"on purpose with np.{name}(t.numpy(), ...)")
     args = () if q is None else (_q_on(xp, _host_q(q)),)
     result = getattr(xp, name)(t.data, *args, axis=axis, keepdims=keepdims, **kwargs)
     return to_out(Tensor(xp.asarray(result), t.device), out)
