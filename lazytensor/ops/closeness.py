@@ -8,13 +8,11 @@ import numpy as np
 from lazytensor.core.expr import apply, astype
 from lazytensor.core.operand import Operand
 from lazytensor.ops import reductions as _red
+from lazytensor.ops.operands import operand
 
 
 def _operand(x):
-    if isinstance(x, (Operand, int, float, bool, complex)):
-        return x
-    from lazytensor.core.tensor import as_node, asarray
-    return as_node(x) if isinstance(x, np.ndarray) else asarray(x)
+    return x if isinstance(x, (int, float, bool, complex)) else operand(x)     # Python scalars stay weak
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

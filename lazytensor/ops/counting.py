@@ -13,6 +13,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor
 from lazytensor.ops import reductions as _red
 from lazytensor.ops.device_arrays import array_module, evaluated
+from lazytensor.ops.operands import operand
 from lazytensor.ops.views import ravel, reshape
 
 # Up to this many test values, isin compares each element with each of them in one fused kernel.
@@ -80,8 +81,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple:  # n
 def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
     """np.isin: for each element of `element`, whether it equals one of test_elements (NaN equals
     nothing); a bool of element's shape. Lazy against up to LAZY_ISIN_VALUES test values."""
-    x = element if isinstance(element, Operand) else (_tensor.as_node(element) if hasattr(element, "shape")
-                                                     else _tensor.asarray(element))
+    x = operand(element)
     if kind not in (None, "sort", "table"):
         raise ValueError(f"Invalid kind: '{kind}'. Please use None, 'sort' or 'table'.")
     size = test_elements.size if hasattr(test_elements, "size") else np.size(test_elements)

@@ -11,6 +11,7 @@ import numpy as np
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply
 from lazytensor.ops import reductions as _red
+from lazytensor.ops.operands import operand
 from lazytensor.ops.output import to_out
 from lazytensor.ops.views import broadcast_to, getitem, moveaxis, reshape
 
@@ -18,7 +19,7 @@ from lazytensor.ops.views import broadcast_to, getitem, moveaxis, reshape
 def diagonal(a, offset=0, axis1=0, axis2=1):
     """np.diagonal: the offset-th diagonal of the matrices on axes (axis1, axis2), as the last axis
     of the result (a view)."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     nd = x.ndim
     if nd < 2:
         raise ValueError("diag requires an array of at least two dimensions")
@@ -49,7 +50,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 def diag(v, k=0):
     """np.diag: of a 2-D operand its k-th diagonal (a view); of a 1-D operand the square matrix
     with v on its k-th diagonal and zeros elsewhere."""
-    x = _tensor.as_node(v)
+    x = operand(v)
     k = operator.index(k)
     if x.ndim == 2:
         return diagonal(x, k)

@@ -3,23 +3,18 @@
 as NumPy's do. Result dtypes are NumPy's promotion of the operands."""
 from __future__ import annotations
 
-from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply
-from lazytensor.core.operand import Operand
 from lazytensor.ops.matmul import matmul
+from lazytensor.ops.operands import operand
 from lazytensor.ops.output import to_out
 from lazytensor.ops.products import tensordot
 from lazytensor.ops.views import ravel, reshape
 
 
-def _operand(x):
-    return x if isinstance(x, Operand) else _tensor.as_node(x) if hasattr(x, "shape") else _tensor.asarray(x)
-
-
 def dot(a, b, out=None):
     """np.dot: 1-D . 1-D the inner product, 2-D matrix products, N-D . 1-D a sum over the last axis
     of a, N-D . M-D a sum over a's last axis and b's second-to-last."""
-    x, y = _operand(a), _operand(b)
+    x, y = operand(a), operand(b)
     if x.ndim == 0 or y.ndim == 0:
         result = apply("multiply", x, y)
     elif y.ndim <= 2 and x.ndim <= 2 or y.ndim == 1:
@@ -33,7 +28,7 @@ def dot(a, b, out=None):
 
 def inner(a, b):
     """np.inner: the sum of products over the last axes of a and b (0-d operands multiply)."""
-    x, y = _operand(a), _operand(b)
+    x, y = operand(a), operand(b)
     if x.ndim == 0 or y.ndim == 0:
         return apply("multiply", x, y)
     _aligned(x, y, x.ndim - 1, y.ndim - 1)
@@ -42,7 +37,7 @@ def inner(a, b):
 
 def outer(a, b, out=None):
     """np.outer: out[i, j] = a.ravel()[i] * b.ravel()[j]."""
-    x, y = ravel(_operand(a)), ravel(_operand(b))
+    x, y = ravel(operand(a)), ravel(operand(b))
     return to_out(apply("multiply", reshape(x, (x.shape[0], 1)), reshape(y, (1, y.shape[0]))), out)
 
 

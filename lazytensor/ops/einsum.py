@@ -9,12 +9,11 @@ import string
 
 import numpy as np
 
-from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply, astype
-from lazytensor.core.operand import Operand
 from lazytensor.ops import reductions as _red
 from lazytensor.ops.diagonals import diagonal
 from lazytensor.ops.matmul import matmul
+from lazytensor.ops.operands import operand
 from lazytensor.ops.output import to_out
 from lazytensor.ops.views import broadcast_to, reshape, transpose
 
@@ -25,8 +24,7 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     """np.einsum with subscripts ('ij,jk->ik', implicit output, '...') or NumPy's sublist form
     (einsum(a, [0, 1], b, [1, 2], [0, 2]))."""
     subscripts, arrays = _subscripts(operands)
-    arrays = [x if isinstance(x, Operand) else _tensor.as_node(x) if hasattr(x, "shape") else _tensor.asarray(x)
-              for x in arrays]
+    arrays = [operand(x) for x in arrays]
     inputs, output = _parse(subscripts, [x.ndim for x in arrays])
     want = np.result_type(*(x.dtype for x in arrays)) if dtype is None else np.dtype(dtype)
     if dtype is not None:
@@ -158,10 +156,12 @@ def _contract(a_term, b_term, keep, sizes, dtype):
         # Nothing contracted: a broadcast product over the union of labels.
         labels = batch + a_free + b_free
         return (apply("multiply", _aligned(a, la, labels), _aligned(b, lb, labels)), labels)
-    for lab in summed:
-        if a.shape[la.index(lab)] != b.shape[lb.index(lab)]:
-            raise ValueError(f"einsum: contracted label {lab!r} has sizes {a.shape[la.index(lab)]} and "
-                             f"{b.shape[lb.index(lab)]}")
+    for lab in summed:          # a unit axis broadcasts against the other operand's, as NumPy's
+        i, j = la.index(lab), lb.index(lab)
+        if a.shape[i] == 1 and b.shape[j] != 1:
+            a = broadcast_to(a, tuple(b.shape[j] if k == i else d for k, d in enumerate(a.shape)))
+        elif b.shape[j] == 1 and a.shape[i] != 1:
+            b = broadcast_to(b, tuple(a.shape[i] if k == j else d for k, d in enumerate(b.shape)))
     a_sizes = [a.shape[la.index(lab)] for lab in a_free]
     b_sizes = [b.shape[lb.index(lab)] for lab in b_free]
     k = int(np.prod([sizes[lab] for lab in summed]))

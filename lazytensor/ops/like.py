@@ -4,6 +4,7 @@ other than 'F' is accepted as NumPy's default layout; 'F' is refused rather than
 from __future__ import annotations
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.ops.operands import operand
 
 
 def _check(order, subok):
@@ -19,7 +20,7 @@ def _shape(a, shape):
 
 
 def _like(a):
-    return a if hasattr(a, "shape") and hasattr(a, "dtype") else _tensor.asarray(a)
+    return operand(a)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
@@ -61,6 +62,6 @@ def copy(a, order="K", subok=False):
     _check(order, subok)
     from lazytensor.assign.evaluate import evaluate
     from lazytensor.core.expr import apply
-    x = _tensor.as_node(a) if hasattr(a, "shape") else _tensor.asarray(a)
+    x = operand(a)
     # An expression computing the values (a tensor alone would evaluate to itself, not a copy).
     return evaluate(apply("trunc", x) if x.dtype.kind in "biu" else apply("add", x, -0.0))

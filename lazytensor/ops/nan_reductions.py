@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply, astype
 from lazytensor.ops import reductions as _red
+from lazytensor.ops.operands import operand
 from lazytensor.ops.output import to_out
 
 
@@ -32,20 +32,20 @@ def _not_nan_count(x, axis, keepdims):
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
     """np.nansum: the sum with NaNs counted as zero (an all-NaN slice sums to 0)."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     x = _filled(x, 0) if _floating(x) else x
     return to_out(_red.reduce("sum", x, axis, keepdims, dtype), out)
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
     """np.nanprod: the product with NaNs counted as one."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     x = _filled(x, 1) if _floating(x) else x
     return to_out(_red.reduce("prod", x, axis, keepdims, dtype), out)
 
 
 def _nan_extreme(kind, a, axis, out, keepdims):
-    x = _tensor.as_node(a)
+    x = operand(a)
     if not _floating(x):
         return to_out(_red.reduce(kind, x, axis, keepdims), out)
     fill = -np.inf if kind == "max" else np.inf
@@ -67,7 +67,7 @@ def nanmin(a, axis=None, out=None, keepdims=False):
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
     """np.nanmean: the mean of the elements that are not NaN; NaN where there are none."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     if not _floating(x):
         return to_out(_red.reduce("mean", x, axis, keepdims, dtype), out)
     want = _red.reduce("mean", x, axis, keepdims, dtype).dtype     # NumPy's result dtype of the mean
@@ -78,7 +78,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     """np.nanvar: the variance of the elements that are not NaN (two passes: the mean, then the
     squared deviations); NaN where fewer than ddof + 1 remain."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     if not _floating(x):
         return to_out(_red.reduce("var", x, axis, keepdims, dtype, ddof), out)
     want = _red.reduce("var", x, axis, keepdims, dtype).dtype
@@ -100,7 +100,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
 
 
 def _nan_arg(kind, a, axis, out, keepdims):
-    x = _tensor.as_node(a)
+    x = operand(a)
     if not _floating(x):
         return to_out(_red.reduce(kind, x, axis, keepdims), out)
     from lazytensor.assign.evaluate import evaluate
@@ -127,12 +127,12 @@ def nanargmin(a, axis=None, out=None, *, keepdims=False):
 def nancumsum(a, axis=None, dtype=None, out=None):
     """np.nancumsum: the running sum with NaNs counted as zero (one fused scan)."""
     from lazytensor.ops.scans import cumsum
-    x = _tensor.as_node(a)
+    x = operand(a)
     return to_out(cumsum(_filled(x, 0) if _floating(x) else x, axis, dtype), out)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
     """np.nancumprod: the running product with NaNs counted as one (one fused scan)."""
     from lazytensor.ops.scans import cumprod
-    x = _tensor.as_node(a)
+    x = operand(a)
     return to_out(cumprod(_filled(x, 1) if _floating(x) else x, axis, dtype), out)

@@ -10,6 +10,7 @@ from lazytensor.core import tensor as _tensor
 from lazytensor.core.tensor import Tensor
 from lazytensor.ops.device_arrays import array_module, evaluated
 from lazytensor.ops.joining import concatenate
+from lazytensor.ops.operands import operand
 from lazytensor.ops.views import broadcast_to, getitem
 
 
@@ -28,7 +29,7 @@ def _pairs(value, ndim, what):
 def pad(array, pad_width, mode="constant", **kwargs):
     """np.pad with NumPy's pad_width forms ((before, after) per axis, one pair, or one number) and
     modes; 'constant' (constant_values=) and 'edge' lazily, the others evaluated now."""
-    x = _tensor.as_node(array) if hasattr(array, "shape") else _tensor.asarray(array)
+    x = operand(array)
     widths = _pairs(pad_width, x.ndim, "pad_width")
     if mode == "constant" and set(kwargs) <= {"constant_values"}:
         values = _pairs(kwargs.get("constant_values", 0), x.ndim, "constant_values")

@@ -6,17 +6,13 @@ import operator
 
 import numpy as np
 
-from lazytensor.core import tensor as _tensor
 from lazytensor.core.operand import Operand
+from lazytensor.ops.operands import operand
 from lazytensor.ops.views import getitem, reshape
 
 
-def _operand(x):
-    return x if isinstance(x, Operand) else (_tensor.as_node(x) if isinstance(x, np.ndarray) else _tensor.asarray(x))
-
-
 def _each(arys, shaped):
-    out = tuple(shaped(_operand(a)) for a in arys)
+    out = tuple(shaped(operand(a)) for a in arys)
     return out[0] if len(out) == 1 else out
 
 
@@ -44,7 +40,7 @@ def atleast_3d(*arys):
 def array_split(ary, indices_or_sections, axis=0) -> list:
     """np.array_split: views along `axis`, at the given indices or in that many near-equal parts
     (the first ones one longer)."""
-    x = _operand(ary)
+    x = operand(ary)
     if x.ndim == 0:
         raise np.exceptions.AxisError(axis, 0)
     axis = operator.index(axis)
@@ -72,7 +68,7 @@ def _points(indices_or_sections, n) -> list:
 
 def split(ary, indices_or_sections, axis=0) -> list:
     """np.split: array_split, but a number of sections must divide the axis evenly."""
-    x = _operand(ary)
+    x = operand(ary)
     if np.ndim(indices_or_sections.numpy() if isinstance(indices_or_sections, Operand) else indices_or_sections) == 0:
         sections = operator.index(indices_or_sections)
         n = x.shape[operator.index(axis)] if x.ndim else 0

@@ -8,13 +8,14 @@ import numpy as np
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import apply, astype
 from lazytensor.ops import reductions as _red
+from lazytensor.ops.operands import operand
 from lazytensor.ops.output import to_out
 from lazytensor.ops.views import broadcast_to, reshape, transpose
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
     """np.ptp: max - min along `axis` (int, tuple or None)."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     peak = apply("subtract", _red.reduce("max", x, axis, keepdims), _red.reduce("min", x, axis, keepdims))
     return to_out(peak, out)
 
@@ -22,12 +23,12 @@ def ptp(a, axis=None, out=None, keepdims=False):
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     """np.average: the mean along `axis`, or the weighted mean sum(a * w) / sum(w). With weights,
     their sums are evaluated now to check that none is zero (NumPy's ZeroDivisionError)."""
-    x = _tensor.as_node(a)
+    x = operand(a)
     if weights is None:
         avg = _red.reduce("mean", x, axis, keepdims)
         scale = avg.dtype.type(x.size / avg.size)
         return (avg, broadcast_to(_tensor.asarray(scale, device=x.device), avg.shape)) if returned else avg
-    w = _tensor.as_node(weights) if not isinstance(weights, (list, tuple)) else _tensor.asarray(
+    w = operand(weights) if not isinstance(weights, (list, tuple)) else _tensor.asarray(
         np.asarray(weights), device=x.device)
     if x.dtype.kind in "iub":
         dtype = np.result_type(x.dtype, w.dtype, np.float64)
