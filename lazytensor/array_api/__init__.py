@@ -213,5 +213,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return t if device is None or device == t.device else _lt.asarray(t, device=device)
 
 
+# -- NumPy's spellings beyond the standard, which clients call on a namespace (xarray: einsum, pad,
+# quantile, transpose); the standard allows a namespace more names since 2025.12 -------------------
+from lazytensor import einsum, pad, quantile, transpose  # noqa: E402,F401
+
+
 # -- inspection -----------------------------------------------------------------------------------
 from lazytensor.array_api.inspection import __array_namespace_info__  # noqa: E402,F401

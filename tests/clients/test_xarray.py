@@ -1,6 +1,7 @@
 """xarray over lazytensor arrays: DataArray reductions with xarray's default skipna (which call
-np.nanmean, np.nanmax, np.nancumsum, ...), groupby, arithmetic and order statistics give what the
-same DataArray over a NumPy array gives; the lazy ones stay lazy inside the DataArray."""
+np.nanmean, np.nanmax, np.nancumsum, ...), groupby, arithmetic, order statistics, weighted means
+and dot (the namespace's einsum) give what the same DataArray over a NumPy array gives; the lazy
+ones stay lazy inside the DataArray."""
 from __future__ import annotations
 
 import warnings
@@ -28,6 +29,9 @@ LAZY = {
 EVALUATED = {
     "median": lambda d: d.median("space"), "quantile": lambda d: d.quantile([0.25, 0.5], dim="space"),
     "argmax": lambda d: d[:3].argmax("space"),
+    "weighted mean": lambda d: d.weighted(xr.DataArray(np.array([1.0, 2, 3, 0.5]), dims="time")).mean("time"),
+    "dot": lambda d: d.fillna(0).dot(d.fillna(1)), "diff": lambda d: d.diff("time"),
+    "where": lambda d: d.where(d > 2).sum("space"), "fillna": lambda d: d.fillna(-1.0),
 }
 
 
