@@ -256,6 +256,22 @@ def test_dot_inner_outer(shapes):
     check(np.dot, a.astype(np.int32), b.astype(np.int8))
 
 
+@SETTINGS
+@given(st.data())
+def test_dot_inner_outer_over_drawn_shapes(data):
+    k = data.draw(st.integers(0, 3))
+    a_shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=3).map(
+        lambda s: s[:-1] + (k,) if s else s))
+    b_lead = data.draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=3))
+    b_shape = (k,) if data.draw(st.booleans()) or not b_lead else b_lead[:-1] + (k,) + b_lead[-1:]
+    dtype = data.draw(st.sampled_from([np.float64, np.float32, np.int16]))
+    a = data.draw(hnp.arrays(dtype, a_shape, elements=st.integers(-4, 4)))
+    b = data.draw(hnp.arrays(dtype, b_shape, elements=st.integers(-4, 4)))
+    check(np.dot, a, b, rtol=1e-6)
+    check(np.inner, a, np.swapaxes(b, -1, -2) if b.ndim > 1 else b, rtol=1e-6)
+    check(np.outer, a, b, rtol=1e-6)
+
+
 EINSUMS = [("ij,jk->ik", (3, 4), (4, 5)), ("ij,jk,kl->il", (3, 4), (4, 5), (5, 2)), ("ii->i", (4, 4)),
            ("ii", (3, 3)), ("ij->ji", (3, 4)), ("ij->", (3, 4)), ("i,i", (4,), (4,)), ("i,j->ij", (3,), (2,)),
            ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("...ij,jk->...ik", (2, 3, 4), (4, 5)), ("...j,j", (2, 3), (3,)),
