@@ -65,6 +65,20 @@ from lazytensor.ops.sets import unique_all, unique_counts, unique_inverse, uniqu
 from lazytensor.ops.differences import diff
 from lazytensor.ops.broadcasting import broadcast_arrays, meshgrid, unstack
 from lazytensor.ops.triangles import tril, triu
+# NumPy's functions composed from the nodes above: nan-reductions, order statistics, products, ...
+from lazytensor.ops.nan_reductions import (nansum, nanprod, nanmax, nanmin, nanmean, nanvar, nanstd, nanargmax,
+                                           nanargmin, nancumsum, nancumprod)
+from lazytensor.ops.quantiles import median, nanmedian, quantile, nanquantile, percentile, nanpercentile
+from lazytensor.ops.statistics import average, ptp
+from lazytensor.ops.closeness import isclose, allclose, array_equal
+from lazytensor.ops.like import copy
+from lazytensor.ops.splitting import atleast_1d, atleast_2d, atleast_3d, split, array_split
+from lazytensor.ops.diagonals import diagonal, trace, diag
+from lazytensor.ops.padding import pad
+from lazytensor.ops.dots import dot, inner, outer
+from lazytensor.ops.einsum import einsum
+from lazytensor.ops.counting import unique, bincount, argwhere, histogram, isin
+from lazytensor.ops.broadcasting import broadcast_shapes
 
 # Modules and optimizers: lt.nn (layers, VGG/ResNet builders), lt.optim (SGD, AdamW).
 from lazytensor import nn
@@ -78,6 +92,10 @@ cbr.CBR = CBR
 
 # The CBR backward's conv_grads as an object lt.explain shows.
 from lazytensor.reuse.conv_grads import ConvGradsCall
+
+# einops.rearrange/reduce/repeat/einsum on tensors: a backend einops finds once it is imported.
+from lazytensor.tools import einops_backend as _einops_backend
+_einops_backend.install()
 
 # The user methods and operators of tensors and expressions (t.sum(), a + b, y[...] = e), set on
 # their classes now that everything they call is imported.
@@ -115,4 +133,10 @@ __all__ = [
     # the CBR backward's conv_grads as an object lt.explain shows
     "ConvGradsCall",
     "bfloat16",
+    # NumPy's functions composed from the nodes above
+    "nansum", "nanprod", "nancumsum", "nancumprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "median",
+    "nanmedian", "quantile", "nanquantile", "percentile", "nanpercentile", "average", "ptp", "isclose", "allclose",
+    "array_equal", "copy", "atleast_1d", "atleast_2d", "atleast_3d", "split", "array_split", "diagonal", "trace",
+    "diag", "pad", "dot", "inner", "outer", "einsum", "unique", "bincount", "argwhere", "histogram", "isin",
+    "broadcast_shapes",
 ]

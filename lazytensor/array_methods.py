@@ -193,9 +193,9 @@ def dlpack_device(self):
 
 
 def array_namespace(self, *, api_version=None):
-    """The Array API (2024.12) namespace: lazytensor.array_api."""
-    if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
-        raise ValueError(f"lazytensor implements the Array API 2024.12, not {api_version!r}")
+    """The Array API (2025.12) namespace: lazytensor.array_api."""
+    if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
+        raise ValueError(f"lazytensor implements the Array API 2025.12, not {api_version!r}")
     from lazytensor import array_api
     return array_api
 

@@ -1,4 +1,4 @@
-"""The Array API (2024.12) namespace of lazytensor: `x.__array_namespace__()` returns this module,
+"""The Array API (2025.12) namespace of lazytensor: `x.__array_namespace__()` returns this module,
 so code written against the standard (array-api-compat users, SciPy's and scikit-learn's array API
 support) takes tensors. Every name is lazytensor's own function (results stay lazy until a value is
 needed) under the standard's name and signature; where the standard and NumPy differ, this module
@@ -16,7 +16,7 @@ import numpy as _np
 import lazytensor as _lt
 from lazytensor.core.operand import Operand as _Operand
 
-__array_api_version__ = "2024.12"
+__array_api_version__ = "2025.12"
 
 # -- data types and constants ---------------------------------------------------------------------
 bool = _np.bool_  # noqa: A001
@@ -171,13 +171,27 @@ from lazytensor import (matmul, matrix_transpose, tensordot, vecdot, count_nonze
 
 
 def meshgrid(*arrays, indexing="xy"):
-    """Coordinate grids as broadcast views, in a list (the standard's; NumPy 2 returns a tuple)."""
-    return list(_lt.meshgrid(*arrays, indexing=indexing))
+    """Coordinate grids as broadcast views, in a tuple (the standard's since 2025.12, and NumPy 2's)."""
+    return _lt.meshgrid(*arrays, indexing=indexing)
 
 
 def broadcast_arrays(*arrays):
-    """The operands as broadcast views, in a list (the standard's; NumPy 2 returns a tuple)."""
-    return list(_lt.broadcast_arrays(*arrays))
+    """The operands as broadcast views, in a tuple (the standard's since 2025.12, and NumPy 2's)."""
+    return _lt.broadcast_arrays(*arrays)
+
+
+from lazytensor import broadcast_shapes as broadcast_shapes  # noqa: E402
+
+
+def isin(x1, x2, /, *, invert=False):
+    """For each element of x1, whether it equals an element of x2 (a bool array of x1's shape; 0-d
+    for a scalar x1). Either may be a Python scalar, not both."""
+    if not isinstance(x1, _Operand) and not isinstance(x2, _Operand):
+        raise TypeError("isin: at least one of x1 and x2 must be an array")
+    device = (x1 if isinstance(x1, _Operand) else x2).device
+    if not isinstance(x1, _Operand):
+        x1 = _lt.asarray(x1, dtype=x2.dtype if type(x1) is not bool else None, device=device)
+    return _lt.isin(x1, x2, invert=invert)
 
 
 def conj(x, /):
@@ -200,6 +214,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
 
 
 from lazytensor.array_api import linalg  # noqa: E402,F401
+# -- NumPy's spellings beyond the standard, which clients call on a namespace (xarray: einsum, pad,
+# quantile, transpose); the standard allows a namespace more names since 2025.12 -------------------
+from lazytensor import einsum, pad, quantile, transpose  # noqa: E402,F401
+
 
 # -- inspection -----------------------------------------------------------------------------------
 from lazytensor.array_api.inspection import __array_namespace_info__  # noqa: E402,F401

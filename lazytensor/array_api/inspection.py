@@ -29,8 +29,8 @@ class Info:
     def default_device(self) -> str:
         return _default_device()
 
-    def devices(self) -> list:
-        return ["cpu", "cuda"] if cuda_usable() else ["cpu"]
+    def devices(self) -> tuple:
+        return ("cpu", "cuda") if cuda_usable() else ("cpu",)
 
     def default_dtypes(self, *, device=None) -> dict:
         _check_device(device)

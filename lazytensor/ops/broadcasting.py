@@ -1,5 +1,6 @@
-"""broadcast_arrays, meshgrid and unstack: several views of the operands, each as lazy as a view
-(broadcast_to, indexing), so no data moves until a result is read."""
+"""broadcast_shapes, broadcast_arrays, meshgrid and unstack: the shape operands broadcast to, and
+several views of the operands, each as lazy as a view (broadcast_to, indexing), so no data moves
+until a result is read."""
 from __future__ import annotations
 
 import operator
@@ -8,6 +9,12 @@ import numpy as np
 
 from lazytensor.core import tensor as _tensor
 from lazytensor.ops.views import broadcast_to, getitem, reshape
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """np.broadcast_shapes (the Array API's since 2025.12): the shape these shapes broadcast to;
+    () for none, NumPy's ValueError where they do not broadcast."""
+    return tuple(int(d) for d in np.broadcast_shapes(*shapes))
 
 
 def broadcast_arrays(*arrays) -> tuple:

@@ -132,7 +132,21 @@ def _function_table():
             np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
             np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
             **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)},
-            **_array_api_functions()}
+            **_array_api_functions(), **_numpy_functions()}
+
+
+def _numpy_functions():
+    """NumPy's functions composed from the nodes above (nan-reductions, statistics, products, ...)."""
+    from lazytensor.ops import (closeness, counting, diagonals, dots, einsum, like, nan_reductions, padding,
+                                quantiles, splitting, statistics)
+    modules = (nan_reductions, quantiles, statistics, closeness, like, splitting, diagonals, padding, dots,
+               einsum, counting)
+    names = ("nansum", "nanprod", "nancumsum", "nancumprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
+             "median", "nanmedian", "quantile", "nanquantile", "percentile", "nanpercentile", "average", "ptp",
+             "isclose", "allclose", "array_equal", "zeros_like", "ones_like", "empty_like", "full_like", "copy",
+             "atleast_1d", "atleast_2d", "atleast_3d", "split", "array_split", "diagonal", "trace", "diag", "pad",
+             "dot", "inner", "outer", "einsum", "unique", "bincount", "argwhere", "histogram", "isin")
+    return {getattr(np, n): getattr(next(m for m in modules if hasattr(m, n)), n) for n in names}
 
 
 def _array_api_functions():

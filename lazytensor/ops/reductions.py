@@ -104,12 +104,11 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
     for a in axes:
         reduced *= x.shape[a]
     out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    if reduced == 0 and kind in ("max", "min", "argmax", "argmin"):
-        if not out_shape or 0 not in out_shape:
-            if kind in ("argmax", "argmin"):
-                raise ValueError(f"attempt to get {kind} of an empty sequence")
-            name = {"max": "maximum", "min": "minimum"}[kind]
-            raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+    if reduced == 0 and kind in ("max", "min", "argmax", "argmin"):      # (an empty result too, as NumPy)
+        if kind in ("argmax", "argmin"):
+            raise ValueError(f"attempt to get {kind} of an empty sequence")
+        name = {"max": "maximum", "min": "minimum"}[kind]
+        raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
     spec = Reduction("var" if kind == "std" else kind, axes, tuple(x.shape),
                      _accumulator(kind, x.dtype, out_dtype), out_dtype, int(ddof), kind == "std")
     spec = _specs.setdefault(spec, spec)      # axis=1 and axis=-1: one spec object

@@ -15,9 +15,10 @@ def _xp():
 
 def test_namespace_and_version():
     xp = _xp()
-    assert xp is lt.array_api and xp.__array_api_version__ == "2024.12"
+    assert xp is lt.array_api and xp.__array_api_version__ == "2025.12"
     assert lt.asarray(np.zeros(1)).__array_namespace__(api_version="2023.12") is xp
-    with pytest.raises(ValueError, match="2024.12"):
+    assert lt.asarray(np.zeros(1)).__array_namespace__(api_version="2024.12") is xp
+    with pytest.raises(ValueError, match="2025.12"):
         lt.asarray(np.zeros(1)).__array_namespace__(api_version="2099.01")
 
 

@@ -78,4 +78,4 @@ def test_from_dlpack_and_to_device_on_cuda():
     np.testing.assert_array_equal(t.numpy(), [0.0, 1.0, 2.0])
     h = t.to_device("cpu")
     assert h.device == "cpu" and h.to_device("cuda").device == "cuda"
-    assert xp.__array_namespace_info__().devices() == ["cpu", "cuda"]
+    assert xp.__array_namespace_info__().devices() == ("cpu", "cuda")

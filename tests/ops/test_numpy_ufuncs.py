@@ -153,7 +153,7 @@ def test_ufunc_lazytensor_lacks_raises_a_clear_type_error():
 
 @pytest.mark.parametrize("call,name", [(lambda t: np.linalg.norm(t), "np.linalg.norm"),
                                        (lambda t: np.fft.fft(t), "np.fft.fft"),
-                                       (lambda t: np.unique(t), "np.unique")])
+                                       (lambda t: np.convolve(t, t), "np.convolve")])
 def test_numpy_function_without_counterpart_raises_naming_it(call, name):
     t = lt.asarray(np.arange(4.0))
     with pytest.raises(TypeError, match=f"{name.replace('.', '[.]')} has no lazy counterpart.*np.asarray"):
