@@ -21,6 +21,7 @@ from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.background_compile import BackgroundCompiler, wait_for_compiler
 from lazytensor.kernels.cache import KernelCache, cache_folder, report_damaged, write_atomically
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
+from lazytensor.kernels.cpu.numba_import import import_numba
 from lazytensor.kernels.cpu.interpret import run_program
 from lazytensor.kernels.cpu.interpret_reduce import run_reduction as interpret_reduction
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, layout_of
@@ -580,6 +581,7 @@ def _numba_array(numba, dtype, ndim, layout, readonly, aligned):
 def _import(name, source, path):
     """The kernel module from its text: numba caches its functions beside `path` (checked: a damaged
     numba file is reported and rebuilt), or, with no path, keeps them in memory only."""
+    import_numba()          # (whole: an interrupt during numba's import would break it for the process)
     module = types.ModuleType(name)
     module.__file__ = str(path) if path is not None else f"<lazytensor kernel {name}>"
     if path is None:
