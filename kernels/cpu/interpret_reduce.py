@@ -79,14 +79,15 @@ def _columns(values: np.ndarray, kept: list, reduced: list) -> np.ndarray:
 def _fold(acc: np.ndarray, m: np.ndarray, multiply: bool) -> np.ndarray:
     """acc (per column) combined with m's rows in order: ((acc + m[0]) + m[1]) + ..., as a loop
     does. NumPy reduces the rows of a matrix of two or more columns one after the other; one column
-    it would sum pairwise, so that takes the running sum."""
+    it would sum pairwise, so that takes the running sum (its last row copied: a view would keep
+    the whole running sum alive)."""
     if m.shape[0] == 0:
         return acc
     if multiply:
         m[0] *= acc
-        return np.cumprod(m, axis=0)[-1] if m.shape[1] == 1 else np.multiply.reduce(m, axis=0)
+        return np.cumprod(m, axis=0)[-1].copy() if m.shape[1] == 1 else np.multiply.reduce(m, axis=0)
     m[0] += acc
-    return np.cumsum(m, axis=0)[-1] if m.shape[1] == 1 else np.add.reduce(m, axis=0)
+    return np.cumsum(m, axis=0)[-1].copy() if m.shape[1] == 1 else np.add.reduce(m, axis=0)
 
 
 def _ordered(program, spec: Reduction, inputs, scalars, nchunks: int) -> np.ndarray:
