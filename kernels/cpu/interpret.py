@@ -53,7 +53,16 @@ def _reciprocal(x):
     return np.where(zero, x.dtype.type(0), np.reciprocal(np.where(zero, x.dtype.type(1), x)))
 
 
-_OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal}
+def _sigmoid(x):
+    """float16 as the kernels compute it: in float32, rounded once (NumPy's float16 loops would
+    round e^-x, 1 + e^-x and the quotient each)."""
+    if x.dtype != np.float16:
+        return OPS["sigmoid"].reference(x)
+    one = np.float32(1)
+    return (one / (one + np.exp(-x.astype(np.float32)))).astype(np.float16)
+
+
+_OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal, "sigmoid": _sigmoid}
 
 
 def _value(op: str, args):
