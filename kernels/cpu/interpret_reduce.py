@@ -155,25 +155,61 @@ def _lanes(values, shape, lo: int, hi: int) -> np.ndarray:
 
 def _by_numpy(program, spec: Reduction, inputs, scalars):
     """Kinds whose result does not depend on the order (and variances), by NumPy's reductions over
-    the whole input's values."""
-    values = np.empty(spec.in_shape, program.out_dtype)
-    from lazytensor.kernels.cpu.interpret import run_program
-    run_program(program, values, inputs, scalars)
-    axes, acc, kind = spec.axes, spec.acc_dtype, spec.kind
-    if kind in ("sum", "prod"):
-        return getattr(np, kind)(values, axis=axes, dtype=acc)
-    if kind in ("max", "min"):
-        return (np.max if kind == "max" else np.min)(values.astype(acc), axis=axes)
-    if kind in ("any", "all"):
-        return getattr(np, kind)(values, axis=axes)
-    if kind in ("argmax", "argmin"):
-        (axis,) = axes
-        return getattr(np, kind)(values, axis=axis)
-    if kind == "mean":
-        return np.mean(values, axis=axes, dtype=acc)
-    if kind == "var":
-        result = np.var(values, axis=axes, dtype=acc, ddof=spec.ddof)
-        return np.sqrt(result) if spec.root else result
-    if kind == "meanvar":
-        return np.stack([np.mean(values, axis=axes, dtype=acc), np.var(values, axis=axes, dtype=acc, ddof=spec.ddof)])
-    raise ValueError(f"unknown reduction {kind!r}")
+    pieces along the first reduced axis, combined: exact for integers (they wrap), max, min (NaN
+    propagates), any, all and the arg-reductions (the first extreme, the first NaN)."""
+    shape, axes, acc, kind = spec.in_shape, spec.axes, spec.acc_dtype, spec.kind
+    values = _Values(program, spec, inputs, scalars)
+    r0 = axes[0] if axes and math.prod(shape) else None
+    result = None
+    count = 0
+    for index, start, _ in _slices(shape, r0):
+        piece = values(index)
+        if kind in ("sum", "prod"):
+            part = getattr(np, kind)(piece, axis=axes, dtype=acc)
+            result = part if result is None else (result + part if kind == "sum" else result * part)
+        elif kind in ("max", "min"):
+            part = (np.max if kind == "max" else np.min)(piece.astype(acc), axis=axes)
+            result = part if result is None else (np.maximum if kind == "max" else np.minimum)(result, part)
+        elif kind in ("any", "all"):
+            part = getattr(np, kind)(piece, axis=axes)
+            result = part if result is None else (result | part if kind == "any" else result & part)
+        elif kind in ("argmax", "argmin"):
+            (axis,) = axes
+            local = getattr(np, kind)(piece, axis=axis)
+            best = np.take_along_axis(piece, np.expand_dims(local, axis), axis).squeeze(axis).astype(acc)
+            local = local + start
+            if result is None:
+                result, value = local, best
+            else:
+                better = (best > value) if kind == "argmax" else (best < value)
+                better |= (best != best) & (value == value)
+                result, value = np.where(better, local, result), np.where(better, best, value)
+        elif kind in ("mean", "var", "meanvar"):
+            # count, mean and sum of squared deviations per piece, combined (Chan et al.)
+            x = piece.astype(np.float64)
+            n = math.prod(x.shape[d] for d in axes)
+            mean = np.mean(x, axis=axes, keepdims=True) if n else np.zeros([1 if d in axes else x.shape[d]
+                                                                            for d in range(x.ndim)])
+            m2 = np.sum((x - mean) ** 2, axis=axes)
+            mean = mean.reshape(m2.shape)
+            if result is None:
+                count, result = n, (mean, m2)
+            else:
+                total = count + n
+                delta = mean - result[0]
+                result = (result[0] + delta * (n / total) if total else result[0],
+                          result[1] + m2 + delta * delta * (count * n / total if total else 0.0))
+                count = total
+        else:
+            raise ValueError(f"unknown reduction {kind!r}")
+    if kind in ("mean", "var", "meanvar"):
+        mean, m2 = result
+        if count == 0:
+            mean = np.zeros_like(m2)        # (the kernel's Welford state before any element)
+        var = m2 / max(count - spec.ddof, 0.0) if count - spec.ddof > 0 else np.full_like(m2, np.nan)
+        if kind == "mean":
+            return mean
+        if kind == "var":
+            return np.sqrt(var) if spec.root else var
+        return np.stack([mean, var])
+    return result

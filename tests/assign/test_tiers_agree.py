@@ -106,3 +106,14 @@ def test_a_sum_of_2_to_the_36_ones():
     with interpreter_tier():
         value = float(lt.sum(lt.broadcast_to(lt.asarray(np.ones(1, np.float32)), (2 ** 36,))))
     assert value == 68719476736.0
+
+
+@pytest.mark.parametrize("kind", ["max", "argmin", "any", "var"])
+def test_other_reductions_of_a_huge_broadcast_run_in_pieces(kind):
+    n = 1 << 26
+    x = np.arange(7, dtype=np.float32)
+    with interpreter_tier():
+        value, peak = _peak(lambda: lt.evaluate(getattr(lt, kind)(
+            lt.broadcast_to(lt.asarray(x)[:, None], (7, n)) - 3, axis=1)).numpy())
+    np.testing.assert_array_equal(value, getattr(np, kind)(np.broadcast_to(x[:, None] - 3, (7, 16)), axis=1))
+    assert peak < 64 << 20, peak                # (the broadcast: 1.75 GiB)
