@@ -280,9 +280,11 @@ class CpuBackend(Backend):
         for the argument types it is called with)."""
         started = time.perf_counter()
         nchunks = _chunks(spec.in_shape[spec.axes[0]], small) if spec.axes else 1
-        interpret_reduction(program, spec, out, inputs, scalars, nchunks)
-        scratch = np.empty(out.shape, out.dtype)
-        self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
+        try:
+            interpret_reduction(program, spec, out, inputs, scalars, nchunks)
+        finally:    # a call the interpreter cannot serve still gets its kernel
+            scratch = np.empty(out.shape, out.dtype)
+            self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(
                 "interpreter", "cpu", "reduction", int(np.prod(spec.in_shape)), "none", 0.0,

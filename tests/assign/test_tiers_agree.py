@@ -4,18 +4,31 @@ takes over; and the interpreter tier works in bounded memory (blocks, each inter
 its last use, a broadcast never copied to full size)."""
 from __future__ import annotations
 
+import os
 import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import lazytensor as lt
+from lazytensor.testing import assert_matches, dags
 from tests.support.tiers import in_both_tiers, interpreter_tier
+
+EXAMPLES = int(os.environ.get("LT_PROPERTY_EXAMPLES", "25"))
 
 
 def _same(a, b) -> bool:
+    """The same dtype, shape and bits; NaNs in the same places (their sign and payload aside: the
+    kernels' float16 stores give the canonical NaN)."""
     a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind != "f":
+        return a.tobytes() == b.tobytes()
+    nan = np.isnan(a)
+    bits = f"u{a.itemsize}"
+    return bool(np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(bits), b[~nan].view(bits)))
 
 
 @pytest.mark.compiled_tier
@@ -24,6 +37,17 @@ def test_a_mean_keeps_its_bits_when_the_kernel_arrives():
     interpreted, compiled = in_both_tiers(lambda: float(lt.mean(t ** 2)))
     assert interpreted.hex() == compiled.hex()
     assert interpreted.hex() != float(np.mean(t.numpy() ** 2)).hex()   # (NumPy's pairwise sum: other bits)
+
+
+@pytest.mark.compiled_tier
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(dag=dags(max_ops=6))
+def test_random_programs_give_the_same_bits_in_both_tiers(dag):
+    """Exact values bit for bit (the sign of zero included), the same dtype and shape; approximate
+    ones within twice the oracle's bound of each other."""
+    interpreted, compiled = in_both_tiers(lambda: lt.evaluate(dag.expr).numpy())
+    err = np.asarray(dag.err, np.float64)
+    assert_matches(interpreted, compiled, err * 2, repr(dag))
 
 
 def _reduction_cases():
@@ -117,3 +141,13 @@ def test_other_reductions_of_a_huge_broadcast_run_in_pieces(kind):
             lt.broadcast_to(lt.asarray(x)[:, None], (7, n)) - 3, axis=1)).numpy())
     np.testing.assert_array_equal(value, getattr(np, kind)(np.broadcast_to(x[:, None] - 3, (7, 16)), axis=1))
     assert peak < 64 << 20, peak                # (the broadcast: 1.75 GiB)
+
+
+@pytest.mark.compiled_tier
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["cumsum", "cumprod"])
+def test_scans_give_the_kernel_s_bits(dtype, kind):
+    x = np.array([-0.0, -0.0, 1.5, -1.5, -0.0, 2.0, np.inf, 3.0, -0.25], dtype)
+    t = lt.asarray(np.stack([x, x[::-1]]))
+    interpreted, compiled = in_both_tiers(lambda: lt.evaluate(getattr(lt, kind)(t * 1, axis=1)).numpy())
+    assert _same(interpreted, compiled)
