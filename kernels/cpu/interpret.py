@@ -169,11 +169,16 @@ def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, m
     operands = inputs[:program.n_inputs]
     stores = program.stores()
     bits = None if mask is None else np.empty(shape, bool)
+    # A stored load is a view of its input: with several outputs, a store before it may write that
+    # input (y, x = x, y), so it is copied first, as the kernel reads each element before storing.
+    copied = {vid for vid, _ in stores if program.instrs[vid][0] == "load"} if len(stores) > 1 else ()
     with np.errstate(all="ignore"):
         scalar_values = converted_scalars(program, scalars)
         for index in blocks(shape):
             values = evaluate_block(program, [operand_block(a, shape, index) for a in operands], scalars,
                                     scalar_values)
+            for vid in copied:
+                values[vid] = values[vid].copy()
             for target, (vid, _) in zip(targets, stores):
                 target[index] = values[vid]
             if bits is not None:

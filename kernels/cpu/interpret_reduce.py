@@ -206,7 +206,7 @@ def _by_numpy(program, spec: Reduction, inputs, scalars):
         mean, m2 = result
         if count == 0:
             mean = np.zeros_like(m2)        # (the kernel's Welford state before any element)
-        var = m2 / max(count - spec.ddof, 0.0) if count - spec.ddof > 0 else np.full_like(m2, np.nan)
+        var = np.divide(m2, max(count - spec.ddof, 0.0))     # (as the kernel: 0/0 NaN, q/0 inf)
         if kind == "mean":
             return mean
         if kind == "var":

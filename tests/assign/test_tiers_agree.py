@@ -151,3 +151,14 @@ def test_scans_give_the_kernel_s_bits(dtype, kind):
     t = lt.asarray(np.stack([x, x[::-1]]))
     interpreted, compiled = in_both_tiers(lambda: lt.evaluate(getattr(lt, kind)(t * 1, axis=1)).numpy())
     assert _same(interpreted, compiled)
+
+
+@pytest.mark.parametrize("n", [5, (1 << 17) + 7])
+def test_several_results_in_the_interpreter_read_before_they_store(n):
+    """y's value is x as it was: the interpreter stores x + x into x after reading x for y."""
+    xn, yn = np.arange(n, dtype=np.float32), -np.arange(n, dtype=np.float32)
+    x, y = lt.asarray(xn.copy()), lt.asarray(yn.copy())
+    with interpreter_tier():
+        lt.assign([(x, x + x), (y, x)])
+    np.testing.assert_array_equal(x.numpy(), xn + xn)
+    np.testing.assert_array_equal(y.numpy(), xn)
