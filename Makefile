@@ -28,9 +28,15 @@ $(VENV)/.installed-docs: pyproject.toml setup.py lazytensor/core/_nodes.c
 demo: $(VENV)/.installed-base
 	$(PY) -m lazytensor demo
 
+# The value tests run twice: on the compiled kernels (the suite waits for them: tests/conftest.py),
+# then on the interpreter tier (LAZYTENSOR_TIER=interpreter: nothing compiles).
+TIER_TESTS := tests/core tests/ops tests/assign tests/autodiff tests/cbr tests/nn tests/train tests/reuse \
+              tests/plan tests/step tests/testing
+
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not slow"    # long hunts: pytest -m slow
+	LAZYTENSOR_TIER=interpreter $(PY) -m pytest -q -m "not slow and not compiled_tier" $(TIER_TESTS)
 
 # Libraries that use the Array API on lazytensor arrays (tests/clients); kept out of `make test`'s
 # install: scikit-learn and SciPy are large

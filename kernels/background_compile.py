@@ -14,6 +14,7 @@ import sys
 import threading
 
 from lazytensor.kernels import launch_log
+from lazytensor.kernels.tier import interpreter_forced
 
 # While the worker compiles, the interpreter's caller gets the GIL back from it within this many
 # seconds instead of Python's 5 ms: numba's compiler is Python code that holds the GIL, and every
@@ -23,7 +24,7 @@ SWITCH_INTERVAL = 0.0005
 
 
 def wait_for_compiler() -> bool:
-    return os.environ.get("LAZYTENSOR_JIT_WAIT", "") not in ("", "0")
+    return os.environ.get("LAZYTENSOR_JIT_WAIT", "") not in ("", "0") and not interpreter_forced()
 
 
 class BackgroundCompiler:
@@ -40,7 +41,10 @@ class BackgroundCompiler:
         self._interval = None      # the switch interval before the worker lowered it, while it works
 
     def submit(self, key, job) -> None:
-        """Run job() on the worker unless a job with this key was submitted before."""
+        """Run job() on the worker unless a job with this key was submitted before (never, where
+        the interpreter tier is forced)."""
+        if interpreter_forced():
+            return
         with self._guard:
             if key in self._submitted:
                 return

@@ -31,6 +31,8 @@ def run_matmul(backend, a, b, out, gemm=None) -> None:
     host = backend.host_memory
     float16_kernel = host and cpu_float16_kernel(a, b)
     if float16_kernel:
+        from lazytensor.kernels.cpu.numba_import import import_numba
+        import_numba()
         from lazytensor.kernels.cpu.matmul_f16 import matmul_f16     # numba, imported on first use
         matmul_f16(a, b, out)
     elif host and out.dtype == BFLOAT16:

@@ -46,4 +46,9 @@ def run_scan_with_numpy(program: ElementwiseProgram, spec: Scan, out, inputs, sc
     values = np.empty(spec.shape, spec.out_dtype)
     run_program(program, values, inputs, scalars)
     with np.errstate(all="ignore"):
-        out[...] = getattr(np, spec.kind)(values, axis=spec.axis, dtype=spec.out_dtype)
+        result = getattr(np, spec.kind)(values, axis=spec.axis, dtype=spec.out_dtype)
+        if spec.kind == "cumsum" and result.dtype.kind == "f":
+            # the kernels' running sum starts at +0.0, so it is never -0.0; NumPy's starts at the
+            # first element and keeps a leading run of -0.0
+            result += result.dtype.type(0)
+        out[...] = result

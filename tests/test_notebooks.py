@@ -19,12 +19,15 @@ CELL_TIMEOUT_S = 300
 @pytest.fixture
 def jupyter_env(tmp_path, monkeypatch):
     """This venv's kernelspecs first (ipykernel installs `python3` under sys.prefix/share/jupyter;
-    its argv "python" is replaced by sys.executable, so the kernel is this interpreter), and a
-    fresh kernel cache folder."""
+    its argv "python" is replaced by sys.executable, so the kernel is this interpreter), a fresh
+    kernel cache folder, and the default mode a user's notebook runs in: without the suite's
+    LAZYTENSOR_JIT_WAIT, so first calls take the interpreter tier while their kernels compile."""
     paths = [str(Path(sys.prefix) / "share" / "jupyter"), os.environ.get("JUPYTER_PATH", "")]
     monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path / "lazytensor-cache"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("LAZYTENSOR_JIT_WAIT", raising=False)
+    monkeypatch.delenv("LAZYTENSOR_TIER", raising=False)
     try:
         kernelspec.KernelSpecManager().get_kernel_spec("python3")
     except kernelspec.NoSuchKernel:

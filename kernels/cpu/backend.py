@@ -21,7 +21,9 @@ from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.background_compile import BackgroundCompiler, wait_for_compiler
 from lazytensor.kernels.cache import KernelCache, cache_folder, report_damaged, write_atomically
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
-from lazytensor.kernels.cpu.interpret import run_program, run_reduction as interpret_reduction
+from lazytensor.kernels.cpu.numba_import import import_numba
+from lazytensor.kernels.cpu.interpret import run_program
+from lazytensor.kernels.cpu.interpret_reduce import run_reduction as interpret_reduction
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, layout_of
 from lazytensor.kernels.cpu.render_numba import render_numba
 from lazytensor.kernels.cpu.render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
@@ -274,13 +276,17 @@ class CpuBackend(Backend):
         return self.kernels.get_or_build(self._reduction_key(program, spec, layout),
                                          lambda: self._build(program, render_numba_reduce(program, spec, layout)))
 
-    def _interpret_reduction(self, program, spec, out, inputs, scalars, key):
-        """The interpreter tier runs this reduction; its kernel compiles meanwhile, by running once on
-        the same operands into scratch memory (numba compiles for the argument types it is called with)."""
+    def _interpret_reduction(self, program, spec, out, inputs, scalars, key, small):
+        """The interpreter tier runs this reduction (in the kernel's order: its chunks); its kernel
+        compiles meanwhile, by running once on the same operands into scratch memory (numba compiles
+        for the argument types it is called with)."""
         started = time.perf_counter()
-        interpret_reduction(program, spec, out, inputs, scalars)
-        scratch = np.empty(out.shape, out.dtype)
-        self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
+        nchunks = _chunks(spec.in_shape[spec.axes[0]], small) if spec.axes else 1
+        try:
+            interpret_reduction(program, spec, out, inputs, scalars, nchunks)
+        finally:    # a call the interpreter cannot serve still gets its kernel
+            scratch = np.empty(out.shape, out.dtype)
+            self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(
                 "interpreter", "cpu", "reduction", int(np.prod(spec.in_shape)), "none", 0.0,
@@ -307,7 +313,7 @@ class CpuBackend(Backend):
         if not (ready or compile or wait_for_compiler()):
             key = ("reduce", program, spec, layout, small, _signature(out, inputs, None))
             if not self.compiler.failed(key):
-                self._interpret_reduction(program, spec, out, inputs, scalars, key)
+                self._interpret_reduction(program, spec, out, inputs, scalars, key, small)
                 return
         kernel = self.reduction_kernel(program, spec, layout)
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
@@ -579,6 +585,7 @@ def _numba_array(numba, dtype, ndim, layout, readonly, aligned):
 def _import(name, source, path):
     """The kernel module from its text: numba caches its functions beside `path` (checked: a damaged
     numba file is reported and rebuilt), or, with no path, keeps them in memory only."""
+    import_numba()          # (whole: an interrupt during numba's import would break it for the process)
     module = types.ModuleType(name)
     module.__file__ = str(path) if path is not None else f"<lazytensor kernel {name}>"
     if path is None:

@@ -1,5 +1,6 @@
-"""The interpreter tier: an ElementwiseProgram run with NumPy's own ufuncs, one whole-array operation
-per instruction, while the program's compiled kernel is built in the background.
+"""The interpreter tier: an ElementwiseProgram run with NumPy's own ufuncs, one array operation per
+instruction over blocks of the destination, while the program's compiled kernel is built in the
+background.
 
 It computes what the compiled kernel computes: each instruction in its dtype, float16 and bfloat16
 values rounded after every op (NumPy's float16 loops and ml_dtypes' bfloat16 loops compute in float32
@@ -7,8 +8,8 @@ and round, as the kernels do), integers
 wrapping, and lazytensor's own meaning where it differs from NumPy's (ops below: integer powers with
 a negative exponent, relu of -0.0, division by zero). Integer and exactly rounded ops give the same
 bits as the kernel; transcendental functions may differ by an ulp (NumPy's loops are not numba's).
-Temporaries are whole arrays, so it costs more memory traffic than a kernel: it serves first calls,
-not loops.
+Temporaries are blocks, each freed after its last use, so memory stays near the kernel's
+(reductions: kernels/cpu/interpret_reduce.py).
 """
 from __future__ import annotations
 
@@ -54,11 +55,12 @@ def _reciprocal(x):
 
 
 def _sigmoid(x):
-    """bfloat16 computes in float32 and rounds once, as its kernels do (the op table's reference,
-    1 / (1 + exp(-x)) in bfloat16 ops, would round three times)."""
-    if x.dtype == BFLOAT16:
-        return OPS["sigmoid"].reference(x.astype(np.float32)).astype(BFLOAT16)
-    return OPS["sigmoid"].reference(x)
+    """float16 and bfloat16 as the kernels compute them: in float32, rounded once (NumPy's float16 loops
+    and the op table's reference would round e^-x, 1 + e^-x and the quotient each)."""
+    if x.dtype != np.float16 and x.dtype != BFLOAT16:
+        return OPS["sigmoid"].reference(x)
+    one = np.float32(1)
+    return (one / (one + np.exp(-x.astype(np.float32)))).astype(x.dtype)
 
 
 _OWN = {"relu": _relu, "power": _power, "reciprocal": _reciprocal, "sigmoid": _sigmoid}
@@ -69,61 +71,118 @@ def _value(op: str, args):
     return own(*args) if own is not None else OPS[op].reference(*args)
 
 
+# Elements one block of an interpreted call computes at once: the temporaries of a long program
+# stay a few cache-sized arrays (a 16-op chain on 2^25 float32 held 2.9 GiB of whole-array
+# temporaries), and a broadcast operand is read as the view it is, never copied to full size.
+BLOCK = 1 << 16
+
+_dying: dict = {}       # program -> for each instruction, the value ids whose last use it is
+
+
+def _dies_after(program: ElementwiseProgram) -> tuple:
+    dies = _dying.get(program)
+    if dies is None:
+        keep = {vid for vid, _ in program.stores()} | {program.result}
+        last = {}
+        for i, (op, _dtype, *args) in enumerate(program.instrs):
+            if op not in ("load", "scalar"):        # (their arguments index the inputs and scalars)
+                for a in args:
+                    last[a] = i
+        per = [[] for _ in program.instrs]
+        for vid, i in last.items():
+            if vid not in keep:
+                per[i].append(vid)
+        dies = _dying.setdefault(program, tuple(tuple(p) for p in per))
+    return dies
+
+
+def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=None) -> list:
+    """The program's values over `inputs` (NumPy arrays or views that broadcast together), each
+    intermediate dropped after its last use: the list holds only the stored values (and the
+    result) at the end. `scalar_values`: the scalars converted once, for a call of many blocks."""
+    values = []
+    dies = _dies_after(program)
+    for i, (op, dtype, *args) in enumerate(program.instrs):
+        dtype = np.dtype(dtype)
+        if op == "load":
+            value = np.asarray(inputs[args[0]])
+        elif op == "scalar":
+            value = scalar_values[i] if scalar_values is not None else np.asarray(scalars[args[0]]).astype(dtype)
+        elif op == "astype":
+            value = values[args[0]].astype(dtype)
+        else:
+            value = np.asarray(_value(op, [values[a] for a in args]))
+            if value.dtype != dtype:
+                value = value.astype(dtype)
+        values.append(value)
+        for vid in dies[i]:
+            values[vid] = None
+    return values
+
+
+def converted_scalars(program: ElementwiseProgram, scalars) -> dict:
+    return {i: np.asarray(scalars[args[0]]).astype(np.dtype(dtype))
+            for i, (op, dtype, *args) in enumerate(program.instrs) if op == "scalar"}
+
+
+def blocks(shape: tuple, block: int = BLOCK):
+    """Indexes into an array of `shape` cutting it into pieces of about `block` elements, in C
+    order: integers for the leading dimensions, then a slice of one dimension."""
+    size = 1
+    for d in shape:
+        size *= d
+    if size <= block or not shape:
+        yield ()
+        return
+    k, inner = len(shape) - 1, 1
+    while k > 0 and inner * shape[k] <= block:
+        inner *= shape[k]
+        k -= 1
+    rows = max(1, block // inner)
+    for lead in np.ndindex(*shape[:k]):
+        for r in range(0, shape[k], rows):
+            yield lead + (slice(r, r + rows),)
+
+
+def operand_block(a: np.ndarray, shape: tuple, index: tuple):
+    """The part of `a` (broadcasting to `shape`) that the block `index` of `shape` reads."""
+    if not index or a.ndim == 0:
+        return a
+    off = len(shape) - a.ndim
+    sub = []
+    for d, i in enumerate(index):
+        if d < off:
+            continue
+        if a.shape[d - off] == shape[d]:
+            sub.append(i)
+        else:                       # a broadcast dimension (size 1)
+            sub.append(0 if isinstance(i, int) else slice(None))
+    return a[tuple(sub)]
+
+
 def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, mask=None) -> None:
     """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with several
     outputs, the arrays after the program's inputs receive the others (out1, out2, ...), as the
     kernels' launchers pass them. With `mask`, also the packed ReLU mask (result > 0, 8 elements a
-    byte, low bit first, C order)."""
-    values = []
+    byte, low bit first, C order). Computed block by block (`blocks`)."""
+    shape = out.shape
+    targets = [out, *inputs[program.n_inputs:]]
+    operands = inputs[:program.n_inputs]
+    stores = program.stores()
+    bits = None if mask is None else np.empty(shape, bool)
+    # A stored load is a view of its input: with several outputs, a store before it may write that
+    # input (y, x = x, y), so it is copied first, as the kernel reads each element before storing.
+    copied = {vid for vid, _ in stores if program.instrs[vid][0] == "load"} if len(stores) > 1 else ()
     with np.errstate(all="ignore"):
-        for op, dtype, *args in program.instrs:
-            dtype = np.dtype(dtype)
-            if op == "load":
-                value = np.asarray(inputs[args[0]])
-            elif op == "scalar":
-                value = np.asarray(scalars[args[0]]).astype(dtype)
-            elif op == "astype":
-                value = values[args[0]].astype(dtype)
-            else:
-                value = np.asarray(_value(op, [values[a] for a in args]))
-                if value.dtype != dtype:
-                    value = value.astype(dtype)
-            values.append(value)
-        targets = [out, *inputs[program.n_inputs:]]
-        for target, (vid, _) in zip(targets, program.stores()):
-            target[...] = values[vid]
-        result = values[program.result]
-    if mask is not None:
-        bits = np.broadcast_to(result, out.shape).reshape(-1) > 0
-        mask[...] = np.packbits(bits, bitorder="little")
-
-
-def run_reduction(program: ElementwiseProgram, spec, out: np.ndarray, inputs, scalars) -> None:
-    """out[...] = the reduction `spec` of the program's values over spec.in_shape, with NumPy's
-    reductions in the accumulation dtype: the same results as the kernel for integers, bools,
-    max/min and arg-reductions; float sums and moments within rounding (another summation order)."""
-    values = np.empty(spec.in_shape, program.out_dtype)
-    run_program(program, values, inputs, scalars)
-    axes, acc, kind = spec.axes, spec.acc_dtype, spec.kind
-    with np.errstate(all="ignore"):
-        if kind in ("sum", "prod"):
-            result = getattr(np, kind)(values, axis=axes, dtype=acc)
-        elif kind in ("max", "min"):
-            result = (np.max if kind == "max" else np.min)(values.astype(acc), axis=axes)
-        elif kind in ("any", "all"):
-            result = getattr(np, kind)(values, axis=axes)
-        elif kind in ("argmax", "argmin"):
-            (axis,) = axes
-            result = getattr(np, kind)(values, axis=axis)
-        elif kind == "mean":
-            result = np.mean(values, axis=axes, dtype=acc)
-        elif kind == "var":
-            result = np.var(values, axis=axes, dtype=acc, ddof=spec.ddof)
-            if spec.root:
-                result = np.sqrt(result)
-        elif kind == "meanvar":
-            result = np.stack([np.mean(values, axis=axes, dtype=acc),
-                               np.var(values, axis=axes, dtype=acc, ddof=spec.ddof)])
-        else:
-            raise ValueError(f"unknown reduction {kind!r}")
-        out[...] = np.asarray(result).astype(spec.out_dtype)
+        scalar_values = converted_scalars(program, scalars)
+        for index in blocks(shape):
+            values = evaluate_block(program, [operand_block(a, shape, index) for a in operands], scalars,
+                                    scalar_values)
+            for vid in copied:
+                values[vid] = values[vid].copy()
+            for target, (vid, _) in zip(targets, stores):
+                target[index] = values[vid]
+            if bits is not None:
+                bits[index] = values[program.result] > 0
+    if bits is not None:
+        mask[...] = np.packbits(bits.reshape(-1), bitorder="little")

@@ -70,6 +70,7 @@ def _damage(path: Path, how: str) -> None:
         path.write_bytes(random.Random(len(data)).randbytes(max(len(data), 64)))
 
 
+@pytest.mark.compiled_tier
 @pytest.mark.parametrize("rotation, how", list(enumerate(["truncated", "emptied", "random bytes"])))
 def test_damaged_cache_files_are_rebuilt_with_one_warning_naming_each(warm_cache, tmp_path, rotation, how):
     """Every kind of file at once: the generated modules, and numba's index (.nbi) or data (.nbc) file of
@@ -101,6 +102,7 @@ def test_damaged_cache_files_are_rebuilt_with_one_warning_naming_each(warm_cache
     assert again["ok"] and again["cache"][0] == "disk" and again["warnings"] == [], again
 
 
+@pytest.mark.compiled_tier
 def test_a_cache_folder_that_is_a_file(tmp_path):
     target = tmp_path / "not-a-folder"
     target.write_text("a file where the cache folder should be")
@@ -149,6 +151,7 @@ _FULL_DISK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.compiled_tier
 def test_a_full_disk(tmp_path):
     cache = tmp_path / "cache"
     got = _child(cache, _FULL_DISK + _CHILD, "elementwise only")
@@ -161,6 +164,7 @@ def test_a_full_disk(tmp_path):
     assert again["ok"] and again["warnings"] == [], again
 
 
+@pytest.mark.compiled_tier
 def test_processes_compiling_the_same_kernels_at_once(tmp_path):
     cache = tmp_path / "cache"
     env = dict(os.environ, LAZYTENSOR_CACHE_DIR=str(cache), LAZYTENSOR_DEVICE="cpu")

@@ -4,6 +4,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 import lazytensor as lt
 
@@ -24,6 +25,7 @@ def python_frames(f) -> list:
     return entered
 
 
+@pytest.mark.compiled_tier
 def test_a_steady_assignment_is_five_python_calls_in_four_files():
     rng = np.random.default_rng(0)
     a, b, c, y = (lt.asarray(rng.standard_normal(1024), device="cpu") for _ in range(4))

@@ -60,6 +60,7 @@ def test_interpreter_into_a_strided_destination(interpreter_only, dag):
         np.testing.assert_array_equal(buf[..., ::2], before[..., ::2])
 
 
+@pytest.mark.compiled_tier
 def test_first_call_is_interpreted_and_the_compiled_kernel_takes_over(monkeypatch, tmp_path):
     """In a fresh process (nothing compiled, an empty cache folder): the first call is served by the
     interpreter, the kernel compiles in the background, later calls launch it, and the values of
@@ -87,6 +88,7 @@ def test_first_call_is_interpreted_and_the_compiled_kernel_takes_over(monkeypatc
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
 
 
+@pytest.mark.compiled_tier
 def test_wait_switch_compiles_in_the_foreground(monkeypatch):
     backend = backend_for("cpu")
     monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "1")
@@ -165,6 +167,7 @@ def test_interpreted_reductions_match_numpy(interpreter_only, kind, dtype, axis)
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.compiled_tier
 def test_reduction_first_call_is_interpreted_then_compiled(tmp_path):
     code = textwrap.dedent("""
         import numpy as np, lazytensor as lt

@@ -181,6 +181,7 @@ def cpu_backend():
     backend.kernels.clear()        # drop any kernel built while the backend was broken
 
 
+@pytest.mark.compiled_tier
 def test_failed_compile_leaves_destination_unchanged(monkeypatch, cpu_backend):
     def broken_build(*args, **kwargs):
         raise RuntimeError("compiler exploded")
@@ -198,6 +199,7 @@ def test_failed_compile_leaves_destination_unchanged(monkeypatch, cpu_backend):
     np.testing.assert_array_equal(y.numpy(), np.full((5, 3), 7.0))
 
 
+@pytest.mark.compiled_tier
 def test_failed_kernel_codegen_leaves_destination_unchanged(monkeypatch, cpu_backend, tmp_path):
     """Source that numba cannot type fails at the first call, before the body writes anything."""
     import lazytensor.kernels.cpu.backend as cpu

@@ -4,8 +4,12 @@ and restores it once the queue is empty (unless the program set its own meanwhil
 import sys
 import threading
 
+import pytest
+
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.background_compile import SWITCH_INTERVAL, BackgroundCompiler
+
+pytestmark = pytest.mark.compiled_tier      # (a compile runs in each)
 
 
 def test_the_switch_interval_is_short_while_compiling_and_restored_after():

@@ -25,6 +25,7 @@ def _rand(shape, dtype=np.float32, seed=0):
 
 # -- one kernel per assignment ---------------------------------------------------------------------
 
+@pytest.mark.compiled_tier
 def test_issue_example_is_one_kernel_per_assignment():
     an, bn, cn, dn = (_rand((1000, 64), seed=s) for s in range(4))
     a, b, c, d = (lt.asarray(x) for x in (an, bn, cn, dn))
@@ -108,6 +109,7 @@ def test_equal_but_distinct_subexpressions_and_repeated_tensor():
 
 # -- scalars are kernel arguments ----------------------------------------------------------------
 
+@pytest.mark.compiled_tier
 def test_scalar_values_share_one_compiled_kernel():
     an = _rand((5, 3), np.float64, seed=9)
     a = lt.asarray(an)
@@ -149,6 +151,7 @@ def _child(cache: Path) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.compiled_tier
 def test_disk_cache_is_reused_by_a_new_process(tmp_path):
     first = _child(tmp_path)
     assert first == {"cache": ["compiled"], "ok": True}
@@ -157,6 +160,7 @@ def test_disk_cache_is_reused_by_a_new_process(tmp_path):
     assert second == {"cache": ["disk"], "ok": True}
 
 
+@pytest.mark.compiled_tier
 def test_corrupt_cache_entries_are_rebuilt(tmp_path):
     assert _child(tmp_path)["cache"] == ["compiled"]
     pycache = tmp_path / "cpu" / "__pycache__"

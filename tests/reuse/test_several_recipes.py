@@ -138,6 +138,7 @@ def _training(replayed, monkeypatch, steps=6):
     return seen, [q.numpy() for q in params], sum(k.kind == "graph" for k in p.kernels)
 
 
+@pytest.mark.compiled_tier
 def test_replayed_training_steps_equal_steps_run_one_by_one(cpu_graphs, monkeypatch):
     """Several results (an SGD step of every parameter) replayed as one (stand-in) graph: the same
     parameters after each step as the same steps run step by step."""

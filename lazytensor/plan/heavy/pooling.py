@@ -125,6 +125,8 @@ def build_pool_backward(node, backend, cut, out):
 
 def _pool_cpu():
     """The numba pooling kernels, imported on first use: importing lazytensor does not import numba."""
+    from lazytensor.kernels.cpu.numba_import import import_numba
+    import_numba()
     from lazytensor.kernels.cpu import pool as pool_cpu
     return pool_cpu
 

@@ -1,0 +1,54 @@
+"""numba imported whole or not at all. An interrupt (Ctrl-C) in the middle of numba's import (seconds,
+the first compile's) would leave numba and the packages it imports half-initialized for the rest of
+the process: every later call raises AttributeError (module 'numba' has no attribute 'core'). So in
+the main thread, where Python delivers SIGINT, the import runs with the interrupt held back and
+raised when it has finished: the call is interrupted, the process keeps a working numba.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+_imported = False
+
+
+def import_numba() -> None:
+    """Import numba and lazytensor's numba helpers (every kernel module imports them)."""
+    global _imported
+    if _imported:
+        return
+    with _interrupts_held():
+        import numba                    # noqa: F401
+        import numba.core.caching       # noqa: F401
+        import numba.core.registry      # noqa: F401
+        import numba.core.serialize     # noqa: F401
+        import numba.np.arrayobj        # noqa: F401
+        import lazytensor.kernels.cpu.numba_cache     # noqa: F401
+        import lazytensor.kernels.cpu.numba_prelude   # noqa: F401
+        import lazytensor.kernels.cpu.numba_stream    # noqa: F401
+    _imported = True
+
+
+@contextmanager
+def _interrupts_held():
+    """SIGINT recorded instead of raised while the block runs, then raised as the handler before it
+    would have (a KeyboardInterrupt by default). Elsewhere than in the main thread, nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    except (ValueError, OSError):       # (an embedding interpreter without signal support)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, caught[0])
+            elif previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
