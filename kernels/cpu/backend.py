@@ -16,7 +16,7 @@ import numpy as np
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.background_compile import BackgroundCompiler, LocalJob, RemoteJob, wait_for_compiler
-from lazytensor.kernels.cache import KernelCache, cache_folder
+from lazytensor.kernels.cache import KernelCache, Unkept, cache_folder
 from lazytensor.kernels.cpu.compile_jobs import compile_module
 from lazytensor.kernels.cpu.kernel_module import INTP, compile_calls, kernel_name, module_for, numba_signature, on_disk
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
@@ -24,7 +24,7 @@ from lazytensor.kernels.cpu.interpret import run_program, run_reduction as inter
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, layout_of
 from lazytensor.kernels.cpu.render_numba import render_numba
 from lazytensor.kernels.cpu.render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
-from lazytensor.kernels.cpu import stream_stores
+from lazytensor.kernels.cpu import recorded_calls, stream_stores
 
 # OpenMP's default wait policy spins idle threads, and on a busy machine (a notebook, a test run,
 # two cores) every parallel launch then waits for descheduled spinners: 16 ms for any size, measured
@@ -133,9 +133,42 @@ class CpuBackend(Backend):
         return self.kernels.get_or_build((program, layout), lambda: self._build(program, render_numba(program, layout)))
 
     def _build(self, program, source: str) -> CpuKernel:
-        name, module, path = module_for(source)
         f16 = _F16 in program.input_dtypes() or any(dtype == _F16 for _, dtype in program.stores())
+        recording = recorded_calls.current()
+        if recording is not None:          # (a stand-in, kept nowhere: see submit_recorded)
+            recording.sources.append(source)
+            return Unkept(CpuKernel(kernel_name(source), source, recording.module, None, f16, program.n_inputs))
+        name, module, path = module_for(source)
         return CpuKernel(name, source, module, path, f16, program.n_inputs)
+
+    def submit_recorded(self, key, job) -> None:
+        """Compile in the background a kernel that job() compiles by running it once on scratch
+        memory: the calls it would make are recorded here (no numba), compiled by a compile worker
+        into the disk cache, and job() runs on the thread once they are there (numba's cache serves
+        it). Where a recording has more than one kernel or no worker can be used, the thread runs job()."""
+        if self.compiler.submitted(key):
+            return
+        recording = None
+        if cache_folder("cpu") is not None:
+            try:
+                recording = recorded_calls.record(job)
+            except Exception:  # noqa: BLE001  (the thread runs the job itself, and meets the error there)
+                recording = None
+        if recording is None or len(set(recording.sources)) != 1 or not recording.calls:
+            self.compiler.submit(key, job)
+            return
+        source, calls = recording.sources[0], recording.calls
+        if on_disk(source, calls[0][0]):
+            self.compiler.submit(key, LocalJob(job, "loaded from the disk cache by a thread of this process"))
+            return
+        last = len(calls)
+        done = []
+
+        def load(name):
+            done.append(name)
+            if len(done) == last:
+                job()
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls), load, job))
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
@@ -289,11 +322,11 @@ class CpuBackend(Backend):
         started = time.perf_counter()
         interpret_reduction(program, spec, out, inputs, scalars)
         scratch = np.empty(out.shape, out.dtype)
-        self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
+        self.submit_recorded(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(
                 "interpreter", "cpu", "reduction", int(np.prod(spec.in_shape)), "none", 0.0,
-                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {self.compiler.state(key)}"))
 
     def run_reduction(self, program, spec, out, inputs, scalars, compile=False):
         """compile=True: run the kernel, compiling it first if need be (never the interpreter)."""
