@@ -158,7 +158,7 @@ class CpuBackend(Backend):
             self.compiler.submit(key, job)
             return
         source, calls = recording.sources[0], recording.calls
-        if on_disk(source, calls[0][0]):
+        if on_disk(source, [fn for fn, _ in calls]):
             self.compiler.submit(key, LocalJob(job, "loaded from the disk cache by a thread of this process"))
             return
         last = len(calls)
@@ -258,7 +258,7 @@ class CpuBackend(Backend):
             self.compiler.submit(key, local)
             return
         source = render_numba(program, layout)
-        if on_disk(source, calls[0][0]):
+        if on_disk(source, [fn for fn, _ in calls]):
             self.compiler.submit(key, LocalJob(local, "loaded from the disk cache by a thread of this process"))
             return
         signatures = dict(calls)

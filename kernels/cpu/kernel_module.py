@@ -46,14 +46,17 @@ def module_for(source: str):
     return name, _import(name, source, path), path
 
 
-def on_disk(source: str, fn_name: str) -> bool:
-    """Whether the kernel of `source` is in the cache folder with numba's index of `fn_name` beside
-    it (left there by a process before: loading it takes milliseconds, not a compile)."""
+def on_disk(source: str, fn_names) -> bool:
+    """Whether the kernel of `source` is in the cache folder with numba's index of each of
+    `fn_names` beside it (left there by a process before: loading them takes milliseconds)."""
     folder = cache_folder("cpu")
     if folder is None:
         return False
     name = kernel_name(source)
-    return (folder / f"{name}.py").is_file() and any((folder / "__pycache__").glob(f"{name}.{fn_name}-*.nbi"))
+    if not (folder / f"{name}.py").is_file():
+        return False
+    indexes = {p.name.split(".")[1].rsplit("-", 1)[0] for p in (folder / "__pycache__").glob(f"{name}.*.nbi")}
+    return all(fn in indexes for fn in fn_names)
 
 
 def _import(name, source, path):
