@@ -20,7 +20,7 @@ from lazytensor.kernels import launch_log
 # many seconds instead of Python's 5 ms: numba is Python code that holds the GIL, and every NumPy
 # ufunc of an interpreted call releases and retakes it (a 2^20-element first call took 36-190 ms
 # beside a compile, 22-36 ms with the shorter interval; NumPy alone, 2-11 ms).
-SWITCH_INTERVAL = 0.0005
+SWITCH_INTERVAL = 0.0001
 
 # A worker that died is replaced for the jobs after it, this many times in a process; then the
 # thread compiles.
