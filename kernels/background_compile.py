@@ -83,13 +83,14 @@ class _Worker:
                 break
             if what == "ready":
                 if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} ready", file=sys.stderr)
+                    print(f"lt-trace {time.perf_counter():.3f} ready {value}", file=sys.stderr)
                 self.ready.set()
                 continue
             key, on_item = self.outstanding.get(job_id, (None, None))
             if what == "item":
                 if _TRACE:
                     print(f"lt-trace {time.perf_counter():.3f} item {value}", file=sys.stderr)
+                    value = value[0]
                 self.compiler._enqueue(key, lambda item=value, f=on_item: f(item), finishes=False)
             else:
                 self.outstanding.pop(job_id, None)
@@ -121,6 +122,24 @@ class BackgroundCompiler:
         self._no_worker = None if worker_count() and IN_WORKER not in os.environ else \
             "LAZYTENSOR_COMPILE_WORKERS=0" if IN_WORKER not in os.environ else "inside a compile worker"
         self._next_id = 0
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's thread, workers and pipes are not this process's; jobs
+        under way there are submitted again here when a call asks."""
+        self._jobs = queue.Queue()
+        self._guard = threading.Lock()
+        self._idle = threading.Condition(self._guard)
+        self._thread = None
+        self._workers = []
+        self._interval = None
+        self._running = 0
+        pending = {key for key, (_, arrived) in self._times.items() if arrived is None}
+        self._submitted -= pending
+        for key in pending:
+            self._where.pop(key, None)
+            self._times.pop(key, None)
 
     # -- submitting -----------------------------------------------------------------------------
     def submit(self, key, job) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.background_compile import BackgroundCompiler, LocalJob, RemoteJob, wait_for_compiler
-from lazytensor.kernels.cache import KernelCache, Unkept, cache_folder
+from lazytensor.kernels.cache import KernelCache, Unkept, cache_dir, cache_folder
 from lazytensor.kernels.cpu.compile_jobs import compile_module
 from lazytensor.kernels.cpu.kernel_module import INTP, compile_calls, kernel_name, module_for, numba_signature, on_disk
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
@@ -101,7 +101,7 @@ class CpuBackend(Backend):
         self.kernels = KernelCache()
         self.compiler = BackgroundCompiler(warm=("lazytensor.kernels.cpu.compile_jobs",))
         if not wait_for_compiler():
-            self.compiler.start(_prepare_loading)
+            self.compiler.start(None if os.environ.get("LT_NO_PREPARE") else _prepare_loading)
         # (program, id(spec)) -> _ReadyReduction: what a reduction over contiguous operands of the
         # spec's shape launches once its kernel is compiled, so that the next call of the same
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
@@ -168,7 +168,7 @@ class CpuBackend(Backend):
             done.append(name)
             if len(done) == last:
                 job()
-        self.compiler.submit(key, RemoteJob(compile_module, (source, calls), load, job))
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir())), load, job))
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
@@ -266,7 +266,7 @@ class CpuBackend(Backend):
         def load(name):
             kernel = self.kernel(program, layout)       # (its text is on disk: numba's cache serves it)
             getattr(kernel.module, name).compile(numba_signature(signatures[name]))
-        self.compiler.submit(key, RemoteJob(compile_module, (source, calls), load, local))
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir())), load, local))
 
     @staticmethod
     def _compile_calls(program, layout, types, elements, scalars) -> list:

@@ -5,6 +5,7 @@ Design: docs/design/tiers.md, section "kernels/compile_worker.py".
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -40,9 +41,11 @@ def _warm(variant: str) -> None:
     compile_calls(module, [(variant, array + (1.0,))])
 
 
-def compile_module(source, calls):
-    """Write and import the kernel module of `source`, then compile each of `calls` (function
-    name, argument descriptions), yielding each function's name once its entry is on disk."""
+def compile_module(source, calls, cache_dir):
+    """Write and import the kernel module of `source` in the cache folder `cache_dir` (the
+    program's, as it was when it asked), then compile each of `calls` (function name, argument
+    descriptions), yielding each function's name once its entry is on disk."""
+    os.environ["LAZYTENSOR_CACHE_DIR"] = cache_dir
     _, module, path = module_for(source)
     if path is None:
         raise RuntimeError("the disk cache folder cannot be used: the kernel cannot be handed over")
