@@ -199,6 +199,14 @@ class ChoicesFile:
         write_atomically(folder / self.name, json.dumps(table, indent=1))
 
 
+class Unkept:
+    """A build's result that get_or_build returns without keeping it (a recorded stand-in)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 class KernelCache:
     def __init__(self):
         self._kernels: dict = {}
@@ -219,6 +227,8 @@ class KernelCache:
             kernel = self._kernels.get(key)
             if kernel is None:
                 kernel = build()
+                if isinstance(kernel, Unkept):
+                    return kernel.value
                 self._kernels[key] = kernel
         return kernel
 

@@ -42,6 +42,17 @@ def quiet_thread() -> None:
     _this_thread.quiet = True
 
 
+@contextmanager
+def quiet():
+    """Launches this thread makes inside the block are recorded nowhere."""
+    before = getattr(_this_thread, "quiet", False)
+    _this_thread.quiet = True
+    try:
+        yield
+    finally:
+        _this_thread.quiet = before
+
+
 def record(rec: KernelRecord) -> None:
     if getattr(_this_thread, "quiet", False):
         return

@@ -32,8 +32,10 @@ def main(argv=None) -> int:
     if args.command == "bench" and args.quick:
         os.environ["LAZYTENSOR_BENCH_QUICK"] = "1"
     # The demo and the benchmarks time compiled kernels from their first call, so calls wait for
-    # numba rather than running through the interpreter tier while it compiles.
-    os.environ.setdefault("LAZYTENSOR_JIT_WAIT", "1")
+    # numba rather than running through the interpreter tier while it compiles. Training runs as a
+    # user's script does: the interpreter tier serves the first steps while the workers compile.
+    if args.command != "train":
+        os.environ.setdefault("LAZYTENSOR_JIT_WAIT", "1")
     if args.command == "demo":
         from lazytensor.tools.demo import run_demo
         run_demo(args.device)

@@ -7,33 +7,26 @@ memory only. A compile failure raises before anything is written to the destinat
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import sys
 import time
-import types
 
 import numpy as np
 
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.backend import Backend
-from lazytensor.kernels.background_compile import BackgroundCompiler, wait_for_compiler
-from lazytensor.kernels.cache import KernelCache, cache_folder, report_damaged, write_atomically
+from lazytensor.kernels.background_compile import BackgroundCompiler, LocalJob, RemoteJob, wait_for_compiler
+from lazytensor.kernels.cache import KernelCache, Unkept, cache_dir, cache_folder
+from lazytensor.kernels.cpu.compile_jobs import compile_module
+from lazytensor.kernels.cpu.kernel_module import INTP, compile_calls, kernel_name, module_for, numba_signature, on_disk
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
-from lazytensor.kernels.cpu.numba_import import import_numba
 from lazytensor.kernels.cpu.interpret import run_program
 from lazytensor.kernels.cpu.interpret_reduce import run_reduction as interpret_reduction
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, layout_of
 from lazytensor.kernels.cpu.render_numba import render_numba
 from lazytensor.kernels.cpu.render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
-from lazytensor.kernels.cpu import stream_stores
+from lazytensor.kernels.cpu import recorded_calls, stream_stores
 from lazytensor.kernels.ops import BFLOAT16
-
-# Kernels inline the prelude's helpers, but numba's cache only checks the kernel module's own
-# stamp: the prelude's hash goes into every kernel's name, so a changed prelude is never served stale.
-with open(os.path.join(os.path.dirname(__file__), "numba_prelude.py"), "rb") as _prelude:
-    _PRELUDE_HASH = hashlib.sha1(_prelude.read()).hexdigest()
 
 # OpenMP's default wait policy spins idle threads, and on a busy machine (a notebook, a test run,
 # two cores) every parallel launch then waits for descheduled spinners: 16 ms for any size, measured
@@ -109,7 +102,9 @@ class CpuBackend(Backend):
 
     def __init__(self):
         self.kernels = KernelCache()
-        self.compiler = BackgroundCompiler()
+        self.compiler = BackgroundCompiler(warm=("lazytensor.kernels.cpu.compile_jobs",))
+        if not wait_for_compiler():
+            self.compiler.start(None if os.environ.get("LT_NO_PREPARE") else _prepare_loading)
         # (program, id(spec)) -> _ReadyReduction: what a reduction over contiguous operands of the
         # spec's shape launches once its kernel is compiled, so that the next call of the same
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
@@ -141,24 +136,42 @@ class CpuBackend(Backend):
         return self.kernels.get_or_build((program, layout), lambda: self._build(program, render_numba(program, layout)))
 
     def _build(self, program, source: str) -> CpuKernel:
-        name = _kernel_name(source)
-        folder = cache_folder("cpu")
-        path = None if folder is None else folder / f"{name}.py"
-        if path is not None:
-            # The module's name is the hash of its text: any other text there is a damaged entry.
-            try:
-                current = path.read_text()
-            except FileNotFoundError:
-                current = None
-            except (OSError, UnicodeDecodeError) as e:
-                current = e
-            if current != source:
-                if current is not None:
-                    report_damaged(path, "cut short or overwritten: it is not the kernel's text")
-                if not write_atomically(path, source):
-                    path = None             # the folder cannot be written: no disk cache
         f16 = not _HALVES.isdisjoint(program.input_dtypes()) or any(dtype in _HALVES for _, dtype in program.stores())
-        return CpuKernel(name, source, _import(name, source, path), path, f16, program.n_inputs)
+        recording = recorded_calls.current()
+        if recording is not None:          # (a stand-in, kept nowhere: see submit_recorded)
+            recording.sources.append(source)
+            return Unkept(CpuKernel(kernel_name(source), source, recording.module, None, f16, program.n_inputs))
+        name, module, path = module_for(source)
+        return CpuKernel(name, source, module, path, f16, program.n_inputs)
+
+    def submit_recorded(self, key, job) -> None:
+        """Compile in the background a kernel that job() compiles by running it once on scratch
+        memory: the calls it would make are recorded here (no numba), compiled by a compile worker
+        into the disk cache, and job() runs on the thread once they are there (numba's cache serves
+        it). Where a recording has more than one kernel or no worker can be used, the thread runs job()."""
+        if self.compiler.submitted(key):
+            return
+        recording = None
+        if cache_folder("cpu") is not None:
+            try:
+                recording = recorded_calls.record(job)
+            except Exception:  # noqa: BLE001  (the thread runs the job itself, and meets the error there)
+                recording = None
+        if recording is None or len(set(recording.sources)) != 1 or not recording.calls:
+            self.compiler.submit(key, job)
+            return
+        source, calls = recording.sources[0], recording.calls
+        if on_disk(source, [fn for fn, _ in calls]):
+            self.compiler.submit(key, LocalJob(job, "loaded from the disk cache by a thread of this process"))
+            return
+        last = len(calls)
+        done = []
+
+        def load(name):
+            done.append(name)
+            if len(done) == last:
+                job()
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir())), load, job))
 
     def run_elementwise(self, program, out, inputs, scalars, mask=None):
         layout = layout_for(out, inputs)
@@ -189,7 +202,7 @@ class CpuBackend(Backend):
             if kernel is None:
                 kernel = self.kernel(program, layout)
                 fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
-        self._first_or_logged_call(kernel, fn, args, out.size)
+        self._first_or_logged_call(kernel, fn, args, out.size, key)
 
     def run_flat(self, program, out, inputs, scalars):
         """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
@@ -226,32 +239,56 @@ class CpuBackend(Backend):
     def _interpret(self, program, layout, out, inputs, scalars, mask, key):
         """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""
         started = time.perf_counter()
-        types = key[2]
         try:
             run_program(program, out, inputs, scalars, mask)
         finally:    # a call the interpreter cannot serve still gets its kernel
-            self.compiler.submit(key, lambda: self._compile(program, layout, types, out.size, scalars))
+            self._submit_compile(program, layout, key, out.size, scalars)
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(
                 "interpreter", "cpu", "elementwise", out.size, "none", 0.0,
-                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {self.compiler.state(key)}"))
 
-    def _compile(self, program, layout, types, elements, scalars):
-        """Build the kernel and compile it for the argument types of the call that asked: first the
-        variant that call's size takes, then the other one."""
-        import numba
-        kernel = self.kernel(program, layout)
-        signature = tuple(_numba_array(numba, *t) for t in types) + tuple(numba.typeof(s) for s in scalars)
+    def _submit_compile(self, program, layout, key, elements, scalars):
+        """Hand the kernel's compile for this call's argument types to a compile worker, which
+        compiles it into the disk cache; each variant is loaded from there as it comes. A kernel
+        a process before left on disk is loaded by the thread here; where no worker can be used
+        (no disk cache to hand it over, no process), the thread compiles."""
+        if self.compiler.submitted(key):
+            return
+        calls = self._compile_calls(program, layout, key[2], elements, scalars)
+        local = lambda: self._compile(program, layout, calls)        # noqa: E731
+        if cache_folder("cpu") is None:
+            self.compiler.submit(key, local)
+            return
+        source = render_numba(program, layout)
+        if on_disk(source, [fn for fn, _ in calls]):
+            self.compiler.submit(key, LocalJob(local, "loaded from the disk cache by a thread of this process"))
+            return
+        signatures = dict(calls)
+
+        def load(name):
+            kernel = self.kernel(program, layout)       # (its text is on disk: numba's cache serves it)
+            getattr(kernel.module, name).compile(numba_signature(signatures[name]))
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir())), load, local))
+
+    @staticmethod
+    def _compile_calls(program, layout, types, elements, scalars) -> list:
+        """The kernel functions a call of these argument types takes, each with its arguments'
+        descriptions (kernel_module.numba_signature): first the variant that call's size takes, then
+        the other one, and the streaming one first where its outputs may exceed the cache."""
+        signature = tuple(types) + tuple(scalars)
         first, second = ("kernel_par", "kernel_seq") if elements >= PARALLEL_MIN_ELEMENTS else ("kernel_seq", "kernel_par")
-        names = [first, second]
-        if kernel.n_inputs is not None and elements * _output_bytes(program) >= stream_stores.MIN_BYTES:
-            names.insert(0, "kernel_stream")
-        for name in names:
-            # (a damaged cache entry is reported and compiled afresh by numba's checked cache)
-            fn = getattr(kernel.module, name)
-            fn.compile(signature + (numba.intp,) if name == "kernel_stream" else signature)
+        calls = [(first, signature), (second, signature)]
+        if _has_stream(program, layout) and elements * _output_bytes(program) >= stream_stores.MIN_BYTES:
+            calls.insert(0, ("kernel_stream", signature + (INTP,)))
+        return calls
 
-    def _first_or_logged_call(self, kernel, fn, args, elements):
+    def _compile(self, program, layout, calls):
+        """Build the kernel and compile it for `calls` (_compile_calls), here."""
+        # (a damaged cache entry is reported and compiled afresh by numba's checked cache)
+        compile_calls(self.kernel(program, layout).module, calls)
+
+    def _first_or_logged_call(self, kernel, fn, args, elements, key=None):
         started = time.perf_counter()
         n_compiled = len(fn.overloads)
         hits = sum(fn.stats.cache_hits.values())
@@ -264,7 +301,13 @@ class CpuBackend(Backend):
             launch_log.record(launch_log.KernelRecord(
                 kernel.name, "cpu", "elementwise", elements, cache,
                 time.perf_counter() - started if compiled else 0.0,
-                _VARIANTS.get(fn.py_func.__name__, "serial")))
+                _VARIANTS.get(fn.py_func.__name__, "serial") + self._arrival_note(key)))
+
+    def _arrival_note(self, key) -> str:
+        """'; <where the kernel came from>, arrived ... s after the first call' for a kernel of the
+        background compiler's, else ''."""
+        state = self.compiler.state(key) if key is not None else None
+        return f"; {state}" if state else ""
 
     # -- reductions -----------------------------------------------------------------------------
     @staticmethod
@@ -286,11 +329,11 @@ class CpuBackend(Backend):
             interpret_reduction(program, spec, out, inputs, scalars, nchunks)
         finally:    # a call the interpreter cannot serve still gets its kernel
             scratch = np.empty(out.shape, out.dtype)
-            self.compiler.submit(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
+            self.submit_recorded(key, lambda: self.run_reduction(program, spec, scratch, inputs, scalars, compile=True))
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(
                 "interpreter", "cpu", "reduction", int(np.prod(spec.in_shape)), "none", 0.0,
-                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+                f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {self.compiler.state(key)}"))
 
     def run_reduction(self, program, spec, out, inputs, scalars, compile=False):
         """compile=True: run the kernel, compiling it first if need be (never the interpreter)."""
@@ -389,14 +432,17 @@ class CpuBackend(Backend):
                 variant = (f"kernel_stream (numba parallel, streaming stores from element {head} on: the "
                            f"results exceed the last-level cache, no write-allocate reads)")
                 fn = None if kernel is None else kernel.module.kernel_stream
+        state = self.compiler.state((program, layout, _signature(out, inputs, None)))
         if fn is not None and fn.overloads:
-            tier = "tier: the compiled kernel"
+            tier = "tier: the compiled kernel" + (f" ({state})" if state else "")
         elif wait_for_compiler():
             tier = "tier: the compiled kernel (LAZYTENSOR_JIT_WAIT=1: the first call waits for numba)"
+        elif state is not None and self.compiler.lost((program, layout, _signature(out, inputs, None))):
+            tier = f"tier: the interpreter (NumPy ufuncs): {state}"
         else:
-            tier = ("tier: the interpreter (NumPy ufuncs) until this kernel has compiled in the background, "
-                    "then the compiled kernel")
-        return (f"cpu kernel {_kernel_name(source)}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} "
+            where = state or self.compiler.where_next()
+            tier = f"tier: the interpreter (NumPy ufuncs) until the compiled kernel arrives ({where})"
+        return (f"cpu kernel {kernel_name(source)}: {variant}, {'flat' if layout.flat else 'strided/broadcast'} "
                 f"indexing\n{tier}\n{source}")
 
 
@@ -525,10 +571,6 @@ def _chunks(extent: int, small: bool) -> int:
     return 1 if small else max(1, min(CHUNKS, extent))
 
 
-def _kernel_name(source: str) -> str:
-    return "lt_" + hashlib.sha1((_PRELUDE_HASH + source).encode()).hexdigest()[:20]
-
-
 def _kernel_call(kernel, layout, out, inputs, scalars, mask):
     """The kernel function this call takes (by size) and its arguments."""
     module = kernel.module
@@ -565,6 +607,21 @@ def _output_bytes(program) -> int:
     return sum(np.dtype(dtype).itemsize for _, dtype in program.stores())
 
 
+def _prepare_loading() -> None:
+    """Import what loading a compiled kernel from the disk cache needs (numba, the modules every
+    kernel imports) and set up numba's typing and target registries (0.6 s that the first load
+    from the cache takes otherwise), while the first kernel compiles in the worker."""
+    from lazytensor.kernels.cpu import numba_cache, numba_prelude, numba_stream  # noqa: F401
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()
+    cpu_target.typing_context.refresh()
+
+
+def _has_stream(program, layout) -> bool:
+    """Whether the program's module has kernel_stream (render_numba's rule)."""
+    return not program.relu_mask and layout.ndim >= 1 and (layout.flat or layout.ndim == 1)
+
+
 def _array_type(a: np.ndarray) -> tuple:
     """What numba's type of an array argument depends on (numba's typeof reads the same flags)."""
     flags = a.flags
@@ -578,22 +635,3 @@ def _signature(out, inputs, mask) -> tuple:
     return tuple(_array_type(_kernel_arg(a)) for a in arrays)
 
 
-def _numba_array(numba, dtype, ndim, layout, readonly, aligned):
-    return numba.types.Array(numba.from_dtype(dtype), ndim, layout, readonly=readonly, aligned=aligned)
-
-
-def _import(name, source, path):
-    """The kernel module from its text: numba caches its functions beside `path` (checked: a damaged
-    numba file is reported and rebuilt), or, with no path, keeps them in memory only."""
-    import_numba()          # (whole: an interrupt during numba's import would break it for the process)
-    module = types.ModuleType(name)
-    module.__file__ = str(path) if path is not None else f"<lazytensor kernel {name}>"
-    if path is None:
-        source = source.replace("cache=True", "cache=False")
-    # numba's cache reloads a kernel's environment by module name, so the module must be importable.
-    sys.modules[name] = module
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
-    if path is not None:
-        from lazytensor.kernels.cpu.numba_cache import check_module      # imports numba, as the module above did
-        check_module(module)
-    return module

@@ -92,12 +92,12 @@ def _interpret(backend, program, out, index, inputs, scalars, value_shape, from_
     out[index] = values
     scratch = out.copy()
     scratch_inputs = [scratch if k in from_out else a for k, a in enumerate(inputs)]
-    backend.compiler.submit(key, lambda: run_index_write(backend, program, scratch, index, scratch_inputs, scalars,
+    backend.submit_recorded(key, lambda: run_index_write(backend, program, scratch, index, scratch_inputs, scalars,
                                                          value_shape, from_out, compile=True))
     if launch_log.listeners:
         launch_log.record(launch_log.KernelRecord(
             "interpreter", "cpu", "scatter", int(math.prod(value_shape)), "none", 0.0,
-            f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+            f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {backend.compiler.state(key)}"))
 
 
 def explain_index_write(backend, program, out, index, inputs, value_shape, from_out=()) -> str:

@@ -54,11 +54,11 @@ def _interpret(backend, program, spec, out, inputs, scalars, key) -> None:
         run_scan_with_numpy(program, spec, out, inputs, scalars)
     finally:    # a call the interpreter cannot serve still gets its kernel
         scratch = np.empty(out.shape, out.dtype)
-        backend.compiler.submit(key, lambda: run_scan(backend, program, spec, scratch, inputs, scalars, compile=True))
+        backend.submit_recorded(key, lambda: run_scan(backend, program, spec, scratch, inputs, scalars, compile=True))
     if launch_log.listeners:
         launch_log.record(launch_log.KernelRecord(
             "interpreter", "cpu", "scan", int(math.prod(spec.shape)), "none", 0.0,
-            f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel compiles in the background"))
+            f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {backend.compiler.state(key)}"))
 
 
 def explain_scan(backend, program, spec: Scan, out, inputs) -> str:

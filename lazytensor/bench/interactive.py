@@ -10,6 +10,10 @@
   users run): `import lazytensor`; a new expression; then a new rank, a new dtype, a broadcast, a
   large array (the parallel kernel) and a new reduction in the same process. Each against NumPy's time
   for the same work. Target: no call waits for a compile longer than NumPy would take to run it.
+- The first 20 calls of a new expression at 2^16, 2^20 and 2^24 float32, each size in a fresh
+  process with an empty cache folder, against NumPy in the same process (target: each call at most
+  1.2x NumPy's), and the time from the first call to the first call on the compiled kernel (target:
+  at most 2 s).
 """
 from __future__ import annotations
 
@@ -181,6 +185,69 @@ def _first_calls() -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+_FIRST_20 = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np, lazytensor as lt
+    n = 1 << int(sys.argv[1])
+    rng = np.random.default_rng(0)
+    x0, x1, x2, x3 = (rng.random(n, dtype=np.float32) for _ in range(4))
+    a, b, c, d = (lt.asarray(x, device="cpu") for x in (x0, x1, x2, x3))
+    y = lt.empty_like(a)
+    calls = []
+    start = time.perf_counter()
+    arrived = None
+    while (arrived is None or len(calls) < 20) and time.perf_counter() - start < 120:
+        with lt.profile() as p:
+            t = time.perf_counter()
+            y[...] = lt.relu((a + b) * c + 5 * d)
+            t_lt = time.perf_counter() - t
+        if p.kernels[0].name != "interpreter":
+            arrived = time.perf_counter() - start - t_lt
+        if len(calls) < 20:
+            t = time.perf_counter()
+            np.maximum((x0 + x1) * x2 + 5 * x3, 0)
+            calls.append((t_lt, time.perf_counter() - t, p.kernels[0].name == "interpreter"))
+        else:
+            time.sleep(0.002)
+    print(json.dumps({"calls": calls, "arrived": arrived}))
+""")
+
+
+def _first_20(p: int) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, LAZYTENSOR_CACHE_DIR=cache, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_DEVICE="cpu")
+        run = subprocess.run([sys.executable, "-c", _FIRST_20, str(p)], env=env, capture_output=True, text=True,
+                             timeout=600)
+    if run.returncode:
+        raise RuntimeError(f"the first-20-calls measurement failed:\n{run.stderr}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def first_20_rows(print_fn=print, sizes=(16, 20, 24)) -> dict:
+    """The first 20 calls of a new expression per size (a fresh process each, an empty cache),
+    against NumPy in the same process, and the time to the compiled kernel."""
+    print_fn("the first 20 calls of a new relu((a+b)*c+5*d), f32, each size in a fresh process with an empty "
+             "cache folder (targets: each call at most 1.2x NumPy's time; the compiled kernel within 2 s):")
+    print_fn("  | size | calls served by the interpreter | lazytensor median | NumPy median | median ratio | "
+             "worst ratio | time to the compiled kernel |")
+    print_fn("  |---|---:|---:|---:|---:|---:|---:|")
+    results = {}
+    for p in sizes:
+        r = _first_20(p)
+        calls, arrived = r["calls"], r["arrived"]
+        ratios = sorted(t_lt / t_np for t_lt, t_np, _ in calls)
+        med = lambda xs: sorted(xs)[len(xs) // 2]      # noqa: E731
+        interp = sum(1 for *_, i in calls if i)
+        served = [t_lt / t_np for t_lt, t_np, i in calls if i]
+        worst = max(served) if served else max(ratios)
+        arrival = "not within 120 s" if arrived is None else f"{arrived:.2f} s ({_verdict(arrived <= 2)})"
+        print_fn(f"  | 2^{p} | {interp} of {len(calls)} | {med([c[0] for c in calls]) * 1e3:.3f} ms | "
+                 f"{med([c[1] for c in calls]) * 1e3:.3f} ms | {med(ratios):.2f}x | {worst:.2f}x "
+                 f"({_verdict(worst <= 1.2)}) | {arrival} |")
+        results[p] = r
+    return results
+
+
 _IMPORT = "import time, numpy; t = time.perf_counter(); import lazytensor; print(time.perf_counter() - t)"
 
 
@@ -218,6 +285,8 @@ def run_interactive_bench(print_fn=print) -> Table:
     print_fn("  |---|---:|---:|---:|")
     for name, (t_lt, t_np) in first.items():
         print_fn(f"  | {name} | {t_lt * 1e3:.2f} ms | {t_np * 1e3:.3f} ms | {t_lt / t_np:.1f}x |")
+    print_fn("")
+    first_20_rows(print_fn)
     return table
 
 

@@ -1,0 +1,85 @@
+"""The compile worker: `python -m lazytensor.kernels.compile_worker MODULE...`, a process that runs
+compile jobs for its parent and outlives it, so that a short script's kernels still reach the disk cache.
+
+Design: docs/design/tiers.md, section "kernels/compile_worker.py".
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import select
+import signal
+import sys
+import time
+import traceback
+
+
+_TRACE = os.environ.get("LT_TRACE")
+
+
+def _send(out, message) -> bool:
+    """Write one reply; False once the parent has gone (the jobs still run: their results are the
+    disk cache's)."""
+    if out is None:
+        return False
+    try:
+        pickle.dump(message, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+        return True
+    except (OSError, ValueError):        # (a closed pipe: BrokenPipeError, or ValueError on a closed file)
+        return False
+
+
+def _idle(source) -> bool:
+    """Whether no job is waiting on `source` (a pipe)."""
+    try:
+        return not select.select([source], [], [], 0)[0]
+    except (OSError, ValueError):
+        return False
+
+
+def serve(source, out, when_idle=()) -> None:
+    """Run each job read from `source` (pickled (job id, function, arguments); the function a
+    generator whose items are sent back as they come) and reply (job id, "item", item), then
+    (job id, "done", seconds) or (job id, "error", text). Ends at end of input. Each of `when_idle`
+    runs once, the first time no job is waiting."""
+    when_idle = list(when_idle)
+    while True:
+        while when_idle and _idle(source):
+            when_idle.pop(0)()
+        try:
+            job_id, fn, args = pickle.load(source)
+        except EOFError:
+            return
+        started = time.perf_counter()
+        try:
+            for item in fn(*args):
+                if not _send(out, (job_id, "item", (item, time.process_time()) if _TRACE else item)):
+                    out = None
+            reply = (job_id, "done", time.perf_counter() - started)
+        except Exception as e:  # noqa: BLE001  (the parent compiles it again in the foreground and raises there)
+            reply = (job_id, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")
+        if not _send(out, reply):
+            out = None
+
+
+def main(argv) -> int:
+    # An interrupt of the parent's terminal is the parent's; the worker finishes what it was given.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    source, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr          # (nothing a job prints may corrupt the replies)
+    later = []
+    for name in argv:                # warmed up before the first job: importing numba takes a second
+        module = importlib.import_module(name)
+        if hasattr(module, "warm_up"):
+            module.warm_up()
+        if hasattr(module, "warm_up_when_idle"):
+            later.append(module.warm_up_when_idle)
+    _send(out, (None, "ready", (os.getpid(), time.process_time())))
+    serve(source, out, later)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

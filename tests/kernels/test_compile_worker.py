@@ -1,0 +1,123 @@
+"""The compile worker process (kernels/compile_worker.py): a script that exits before its kernel has
+compiled still leaves it in the disk cache, and its next run loads it from there; a worker that dies
+leaves the program in the interpreter tier, saying so, with no zombie and no hang."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    import sys, time, numpy as np, lazytensor as lt
+    from lazytensor.kernels.backend import backend_for
+    compiler = backend_for("cpu").compiler
+    a = lt.asarray(np.linspace(-1, 1, 1 << 20, dtype=np.float32))
+    expr = lambda: lt.relu(a * 3 - 1)
+    with lt.profile() as p:
+        y = lt.evaluate(expr())
+    assert np.array_equal(y.numpy(), np.maximum(np.linspace(-1, 1, 1 << 20, dtype=np.float32) * 3 - 1, 0))
+    print(p.kernels[0].name, *[w.pid for w in compiler._workers], flush=True)
+    if sys.argv[1] == "wait":
+        deadline = time.perf_counter() + 240
+        while p.kernels[0].name == "interpreter" and time.perf_counter() < deadline:
+            time.sleep(0.05)
+            with lt.profile() as p:
+                lt.evaluate(expr())
+        print(p.kernels[0].name, p.kernels[0].cache, len(compiler._workers))
+        print([line.strip() for line in lt.explain(expr()).splitlines() if "tier:" in line][0])
+""")
+
+
+def _run(tmp_path, mode, timeout=300):
+    env = dict(os.environ, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_DEVICE="cpu")
+    env.pop("LAZYTENSOR_COMPILE_WORKERS", None)
+    run = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout.splitlines()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_short_script_s_kernel_reaches_the_disk_and_its_next_run_loads_it(tmp_path):
+    (first,) = _run(tmp_path, "exit")
+    name, pid = first.split()
+    assert name == "interpreter"
+    # the script has exited while its worker still compiles: the exit did not wait for it
+    assert _alive(int(pid)), "the worker had finished before the script exited: nothing shows the exit did not wait"
+    assert _wait_gone(int(pid), 240), "the compile worker did not exit once its jobs were done"
+    assert list((tmp_path / "cpu").glob("lt_*.py")) and list((tmp_path / "cpu" / "__pycache__").glob("*.nbc"))
+    lines = _run(tmp_path, "wait")
+    assert lines[1].startswith("lt_") and lines[1].split()[1] == "memory", lines
+    assert "loaded from the disk cache by a thread of this process" in lines[2], lines
+
+
+KILL = textwrap.dedent("""
+    import os, signal, time, numpy as np, lazytensor as lt
+    from lazytensor.kernels.backend import backend_for
+    compiler = backend_for("cpu").compiler
+    a = lt.asarray(np.arange(1000, dtype=np.float32))
+    expr = lambda: a * 3 + 1
+    with lt.profile() as p:
+        lt.evaluate(expr())
+    (worker,) = compiler._workers
+    os.kill(worker.pid, signal.SIGKILL)
+    assert compiler.drain(60), "a job of the dead worker never finished"
+    with lt.profile() as p:
+        got = lt.evaluate(expr()).numpy()
+    assert (got == np.arange(1000, dtype=np.float32) * 3 + 1).all()
+    assert [k.name for k in p.kernels] == ["interpreter"], p.kernels
+    print(worker.pid)
+    print([line.strip() for line in lt.explain(expr()).splitlines() if "tier:" in line][0])
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_worker_killed_mid_compile_leaves_the_interpreter_tier_serving_and_says_so(tmp_path):
+    env = dict(os.environ, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_DEVICE="cpu")
+    env.pop("LAZYTENSOR_COMPILE_WORKERS", None)
+    run = subprocess.run([sys.executable, "-c", KILL], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    pid, tier = run.stdout.splitlines()
+    assert f"the compile worker process {pid} killed by signal 9 while compiling it" in tier, tier
+    assert "interpreter" in tier
+    assert not _alive(int(pid))        # reaped: no zombie
+
+
+def test_a_job_that_fails_in_the_worker_marks_its_key_failed(tmp_path, monkeypatch):
+    """A compile error in the worker reaches the program as a failed key: its next call compiles in
+    the foreground, where the error reaches the caller."""
+    from lazytensor.kernels.background_compile import BackgroundCompiler, RemoteJob
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZYTENSOR_COMPILE_WORKERS", "1")
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # (this module)
+    compiler = BackgroundCompiler()
+    items = []
+    compiler.submit("k", RemoteJob(_failing_job, (3,), items.append, lambda: None))
+    assert compiler.drain(120)
+    assert compiler.failed("k") and items == [0, 1, 2]
+    assert "failed" in compiler.state("k")
+
+
+def _failing_job(n):
+    yield from range(n)
+    raise ValueError("no kernel")
