@@ -132,7 +132,31 @@ def _function_table():
             np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
             np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
             **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)},
-            **_array_api_functions()}
+            **_creation_functions(), **_array_api_functions()}
+
+
+def _creation_functions():
+    """np.ones_like(t, shape=...), np.arange(..., like=t): NumPy's creation functions given a
+    tensor make tensors on its device (how Dask makes chunks like its meta)."""
+    from lazytensor.core import tensor
+
+    def like(make):
+        def made(a, *args, dtype=None, order="K", subok=True, shape=None, device=None):
+            _numpy_defaults(order=(order, "K"), subok=(subok, True))
+            return make(a, *args, dtype=dtype, device=device, shape=shape)
+        return made
+
+    def arange(*args, like=None, dtype=None, device=None):
+        return tensor.arange(*args, dtype=dtype, device=getattr(like, "device", None) if device is None else device)
+
+    return {np.empty_like: like(tensor.empty_like), np.zeros_like: like(tensor.zeros_like),
+            np.ones_like: like(tensor.ones_like), np.full_like: like(tensor.full_like), np.arange: arange}
+
+
+def _numpy_defaults(**given) -> None:
+    for name, (value, default) in given.items():
+        if value != default:
+            raise TypeError(f"lazytensor's creation functions take no {name}={value!r}")
 
 
 def _array_api_functions():
