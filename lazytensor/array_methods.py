@@ -365,6 +365,7 @@ OPERAND_METHODS = {
     "argmax": argmax, "argmin": argmin, "var": var, "std": std,
     "__array_ufunc__": array_ufunc, "__array_function__": array_function,
     "__reduce__": reduce_operand, "__sizeof__": sizeof,
+    "__array_priority__": 20.0,     # (what Dask's tensordot reads to pick the chunks' array library)
 }
 
 TENSOR_METHODS = {

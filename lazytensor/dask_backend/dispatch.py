@@ -12,7 +12,7 @@ import numpy as np
 from dask.array import dispatch as d
 
 from lazytensor.core.operand import Operand
-from lazytensor.core.tensor import asarray, empty as lt_empty, full
+from lazytensor.core.tensor import asarray, empty as lt_empty
 from lazytensor.ops.elementwise import isnan
 from lazytensor.ops.indexing import take
 from lazytensor.ops.joining import concatenate
@@ -29,19 +29,18 @@ def divide(x1, x2, out=None, dtype=None):
 
 def percentile(a, q, method="linear"):
     from dask.array.percentile import _percentile
-    return _percentile(np.asarray(a), q, method)
+    return _percentile(np.asarray(a), np.asarray(q), method)
 
 
 def numel(x, axis=None, keepdims=False, dtype=np.float64, **kwargs):
-    """The count of elements a reduction over `axis` sees, shaped as its result."""
+    """The count of elements a reduction over `axis` sees, shaped as its result: a NumPy array, as
+    for NumPy chunks (Dask's mean and var write into the counts they sum)."""
     axes = range(x.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
     axes = {a % x.ndim for a in axes} if x.ndim else set()
     count = math.prod(x.shape[a] for a in axes)
-    if axis is None and not keepdims:
-        return np.array(count, dtype=dtype)[()]
     shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdims else \
         tuple(n for a, n in enumerate(x.shape) if a not in axes)
-    return full(shape, count, dtype=dtype, device=x.device)
+    return np.full(shape, count, dtype=dtype)
 
 
 def nannumel(x, **kwargs):

@@ -149,7 +149,19 @@ def _creation_functions():
     def arange(*args, like=None, dtype=None, device=None):
         return tensor.arange(*args, dtype=dtype, device=getattr(like, "device", None) if device is None else device)
 
-    return {np.empty_like: like(tensor.empty_like), np.zeros_like: like(tensor.zeros_like),
+    def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+        _numpy_defaults(order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0))
+        return asarray(a, dtype, copy=copy, like=like)
+
+    def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+        _numpy_defaults(order=(order, None))
+        device = getattr(like, "device", None) if device is None else device
+        if isinstance(a, tensor.Operand):
+            t = tensor.asarray(a, dtype=dtype, device=device)
+            return t.copy() if copy and t is a else t
+        return tensor.asarray(np.array(a, dtype=dtype, copy=copy), device=device)
+
+    return {np.array: array, np.asarray: asarray, np.empty_like: like(tensor.empty_like), np.zeros_like: like(tensor.zeros_like),
             np.ones_like: like(tensor.ones_like), np.full_like: like(tensor.full_like), np.arange: arange}
 
 
