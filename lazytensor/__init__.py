@@ -102,6 +102,11 @@ _einops_backend.install()
 from lazytensor import array_methods as _array_methods
 _array_methods.install()
 
+# Dask arrays of lazytensor chunks: Dask's token of a tensor registers lazytensor with Dask (Dask is
+# imported only then, or by the "lazytensor" array backend's entry point).
+from lazytensor.dask_backend.hooks import tokenize as _dask_tokenize
+Tensor.__dask_tokenize__ = Expr.__dask_tokenize__ = _dask_tokenize
+
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "full_like", "arange", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",

@@ -20,7 +20,7 @@ from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _it
 from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
 from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
-from lazytensor.core.tensor import Tensor
+from lazytensor.core.tensor import Tensor, asarray
 from lazytensor.ops import elementwise, indexing, matmul, reductions, scans, ufuncs, views
 
 
@@ -368,6 +368,27 @@ def tensor_deepcopy(self, memo) -> Tensor:
     return evaluate(self)
 
 
+def reduce_operand(self):
+    """pickle: an operand pickles as its values (an expression is evaluated first), as host memory
+    with its device; it unpickles as a Tensor on that device. (Pickle protocol 5 sends a CPU
+    tensor's memory out of band, without a copy.)"""
+    t = result_of(self)
+    return unpickle, (t.data if t.device == "cpu" else t.backend.to_host(t.data), t.device)
+
+
+def unpickle(host, device) -> Tensor:
+    return Tensor(host, "cpu") if device == "cpu" else asarray(host, device=device)
+
+
+def sizeof(self) -> int:
+    """sys.getsizeof (what Dask's memory accounting reads): the bytes an operand keeps alive, a
+    Tensor's values or, for an expression not evaluated yet, the tensors it reads."""
+    t = self.result if type(self) is Expr else self
+    if t is not None:
+        return object.__sizeof__(self) + t.nbytes
+    return object.__sizeof__(self) + sum({id(x): x.nbytes for x in self.leaves}.values())
+
+
 def tensor_repr(self):
     body = np.array2string(to_numpy_shared(self), separator=", ", prefix="Tensor(", threshold=200)
     return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
@@ -390,6 +411,8 @@ OPERAND_METHODS = {
     "sum": sum_, "prod": prod, "mean": mean, "max": max_, "min": min_, "any": any_, "all": all_,
     "argmax": argmax, "argmin": argmin, "var": var, "std": std,
     "__array_ufunc__": array_ufunc, "__array_function__": array_function,
+    "__reduce__": reduce_operand, "__sizeof__": sizeof,
+    "__array_priority__": 20.0,     # (what Dask's tensordot reads to pick the chunks' array library)
 }
 
 TENSOR_METHODS = {

@@ -22,6 +22,9 @@ def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None
         elif name == "epilogue":          # a Linear layer's forward: GEMM + kernel or cuBLASLt's epilogue
             from lazytensor.bench.matmul_epilogue import run_epilogue_bench
             run_epilogue_bench(print_fn)
+        elif name == "dask":              # Dask arrays of lazytensor chunks on a LocalCluster (CPU)
+            from lazytensor.bench.dask import run_dask_bench
+            run_dask_bench(print_fn)
         elif name == "several":           # several results at once: one module for both devices
             from lazytensor.bench.several import run_several_bench
             run_several_bench(print_fn, device)

@@ -140,24 +140,25 @@ def ones(shape, dtype=None, device=None) -> Tensor:
     return full(shape, 1, np.float64 if dtype is None else dtype, device)
 
 
-def _like(x, dtype, device):
-    return (x.shape, x.dtype if dtype is None else dtype, getattr(x, "device", None) if device is None else device)
+def _like(x, dtype, device, shape=None):
+    return (x.shape if shape is None else shape, x.dtype if dtype is None else dtype,
+            getattr(x, "device", None) if device is None else device)
 
 
-def empty_like(x, dtype=None, device=None) -> Tensor:
-    return empty(*_like(x, dtype, device))
+def empty_like(x, dtype=None, device=None, shape=None) -> Tensor:
+    return empty(*_like(x, dtype, device, shape))
 
 
-def zeros_like(x, dtype=None, device=None) -> Tensor:
-    return zeros(*_like(x, dtype, device))
+def zeros_like(x, dtype=None, device=None, shape=None) -> Tensor:
+    return zeros(*_like(x, dtype, device, shape))
 
 
-def ones_like(x, dtype=None, device=None) -> Tensor:
-    return ones(*_like(x, dtype, device))
+def ones_like(x, dtype=None, device=None, shape=None) -> Tensor:
+    return ones(*_like(x, dtype, device, shape))
 
 
-def full_like(x, fill_value, dtype=None, device=None) -> Tensor:
-    shape, dtype, device = _like(x, dtype, device)
+def full_like(x, fill_value, dtype=None, device=None, shape=None) -> Tensor:
+    shape, dtype, device = _like(x, dtype, device, shape)
     return full(shape, fill_value, dtype, device)
 
 

@@ -132,7 +132,7 @@ def _function_table():
             np.nonzero: ix.nonzero, np.take: ix.take, np.take_along_axis: ix.take_along_axis,
             np.cumsum: sc.cumsum, np.cumprod: sc.cumprod,
             **{getattr(np, n): getattr(sc, n) for n in ("cumulative_sum", "cumulative_prod") if hasattr(np, n)},
-            **_array_api_functions(), **_numpy_functions()}
+            **_creation_functions(), **_array_api_functions(), **_numpy_functions()}
 
 
 def _numpy_functions():
@@ -147,6 +147,35 @@ def _numpy_functions():
              "atleast_1d", "atleast_2d", "atleast_3d", "split", "array_split", "diagonal", "trace", "diag", "pad",
              "dot", "inner", "outer", "einsum", "unique", "bincount", "argwhere", "histogram", "isin")
     return {getattr(np, n): getattr(next(m for m in modules if hasattr(m, n)), n) for n in names}
+
+
+def _creation_functions():
+    """np.array(..., like=t), np.arange(..., like=t): NumPy's creation functions given a tensor
+    make tensors on its device (how Dask makes chunks like its meta)."""
+    from lazytensor.core import tensor
+
+    def arange(*args, like=None, dtype=None, device=None):
+        return tensor.arange(*args, dtype=dtype, device=getattr(like, "device", None) if device is None else device)
+
+    def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+        _numpy_defaults(order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0))
+        return asarray(a, dtype, copy=copy, like=like)
+
+    def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+        _numpy_defaults(order=(order, None))
+        device = getattr(like, "device", None) if device is None else device
+        if isinstance(a, tensor.Operand):
+            t = tensor.asarray(a, dtype=dtype, device=device)
+            return t.copy() if copy and t is a else t
+        return tensor.asarray(np.array(a, dtype=dtype, copy=copy), device=device)
+
+    return {np.array: array, np.asarray: asarray, np.arange: arange}     # (np.zeros_like and friends: _numpy_functions)
+
+
+def _numpy_defaults(**given) -> None:
+    for name, (value, default) in given.items():
+        if value != default:
+            raise TypeError(f"lazytensor's creation functions take no {name}={value!r}")
 
 
 def _array_api_functions():

@@ -19,6 +19,8 @@ class Generator:
             raise ValueError(f"unknown device {self.device!r}: expected 'cpu' or 'cuda'")
         if self.device == "cuda":
             import cupy
+            if isinstance(seed, (np.random.BitGenerator, np.random.SeedSequence)):    # (Dask's chunks' seeds)
+                seed = int((seed if isinstance(seed, np.random.SeedSequence) else seed.seed_seq).generate_state(1)[0])
             self._rng = cupy.random.default_rng(seed)
         else:
             self._rng = np.random.default_rng(seed)
@@ -32,11 +34,15 @@ class Generator:
             import cupy as xp
         return Tensor(xp.asarray(data), self.device)     # size=None draws a scalar: a 0-d tensor
 
-    def random(self, size=None, dtype=np.float64) -> Tensor:
+    def random(self, size=None, dtype=np.float64, out=None) -> Tensor:
         """Uniform floats in [0, 1)."""
+        if out is not None:
+            raise TypeError("lt.random's draws are new tensors: random() takes no out=")
         return self._tensor(self._rng.random(size, dtype=dtype))
 
-    def standard_normal(self, size=None, dtype=np.float64) -> Tensor:
+    def standard_normal(self, size=None, dtype=np.float64, out=None) -> Tensor:
+        if out is not None:
+            raise TypeError("lt.random's draws are new tensors: standard_normal() takes no out=")
         return self._tensor(self._rng.standard_normal(size, dtype=dtype))
 
     def uniform(self, low=0.0, high=1.0, size=None) -> Tensor:
@@ -53,6 +59,18 @@ class Generator:
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False) -> Tensor:
         """Integers in [low, high) ([low, high] with endpoint=True; [0, low) when high is None)."""
         return self._tensor(self._rng.integers(low, high, size, dtype=dtype, endpoint=endpoint))
+
+
+    def __getattr__(self, name):
+        """The device generator's other distributions (exponential, poisson, ...), drawing tensors."""
+        draw = getattr(self._rng, name) if not name.startswith("_") else None
+        if not callable(draw):
+            raise AttributeError(f"lt.random.Generator has no attribute {name!r}")
+
+        def drawn(*args, **kwargs):
+            return self._tensor(draw(*args, **kwargs))
+        drawn.__name__ = name
+        return drawn
 
 
 def default_rng(seed=None, device=None) -> Generator:

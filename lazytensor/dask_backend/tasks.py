@@ -1,0 +1,90 @@
+"""The graph pass that evaluates each Dask task's result in the task: Dask fuses a blockwise chain
+into one task, whose operators on lazytensor chunks build one expression; the pass wraps each task
+so that the expression is evaluated (one kernel) before the task ends, on the worker that ran it.
+An elementwise result that exactly one other task reads stays lazy: it fuses into that task's
+kernel (it is evaluated where it is pickled, moved to another worker or spilled).
+
+Design: docs/design/dask.md
+"""
+from __future__ import annotations
+
+from lazytensor.assign.evaluate import result_of
+from lazytensor.assign.simultaneous import evaluate_all
+from lazytensor.core.expr import Expr
+
+
+def settle(value, lazy_ok=False):
+    """A task's result with every expression in it evaluated (an elementwise one kept lazy where
+    `lazy_ok`); tuples, lists and dicts (Dask's reductions' partial results) are walked."""
+    t = type(value)
+    if t is Expr:
+        if value.result is not None:
+            return value.result
+        if lazy_ok and not value.heavy:
+            return value
+        return result_of(value)
+    if t is tuple or t is list or t is dict:
+        return _settle_all(value)
+    return value
+
+
+def _settle_all(value):
+    items = list(value.values()) if type(value) is dict else list(value)
+    pending = [i for i, v in enumerate(items) if type(v) is Expr and v.result is None]
+    if len(pending) > 1:
+        for i, r in zip(pending, evaluate_all([items[i] for i in pending])):
+            items[i] = r
+    items = [settle(v) for v in items]
+    if type(value) is dict:
+        return dict(zip(value.keys(), items))
+    return type(value)(items)
+
+
+def settled_graph(dsk: dict, keys) -> dict:
+    """`dsk` (a task-spec graph) with each task's result settled."""
+    from dask._task_spec import Alias, Task
+    from dask.core import flatten
+
+    def target(key):
+        node = dsk.get(key)
+        while type(node) is Alias:
+            key = node.target
+            node = dsk.get(key)
+        return key
+
+    readers: dict = {}
+    for node in dsk.values():
+        if type(node) is not Alias:
+            for dep in node.dependencies:
+                dep = target(dep)
+                readers[dep] = readers.get(dep, 0) + 1
+    outputs = {target(k) for k in flatten(keys)}
+    out = {}
+    for key, node in dsk.items():
+        if isinstance(node, Task):
+            lazy_ok = key not in outputs and readers.get(key, 0) == 1
+            node = Task(key, settle, node, lazy_ok, _data_producer=node.data_producer)
+        out[key] = node
+    return out
+
+
+_previous = []
+
+
+def optimize(dsk, keys, **kwargs):
+    """Dask's array optimization (the one configured before lazytensor's), then settled tasks."""
+    from dask._task_spec import convert_legacy_graph
+    from dask.array.optimization import optimize as dask_optimize
+    from dask.utils import ensure_dict
+    dsk = (_previous[0] or dask_optimize)(dsk, keys, **kwargs)
+    return settled_graph(convert_legacy_graph(ensure_dict(dsk)), keys)
+
+
+def install() -> None:
+    """Dask's "array_optimize" setting: this module's optimize, after the one set before."""
+    import dask
+    current = dask.config.get("array_optimize", None)
+    if current is optimize:
+        return
+    _previous[:] = [current]
+    dask.config.set({"array_optimize": optimize})
