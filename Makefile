@@ -33,13 +33,12 @@ demo: $(VENV)/.installed-base
 TIER_TESTS := tests/core tests/ops tests/assign tests/autodiff tests/cbr tests/nn tests/train tests/reuse \
               tests/plan tests/step tests/testing
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-clients
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not slow"    # long hunts: pytest -m slow
 	LAZYTENSOR_TIER=interpreter $(PY) -m pytest -q -m "not slow and not compiled_tier" $(TIER_TESTS)
 
-# Libraries that use the Array API on lazytensor arrays (tests/clients); kept out of `make test`'s
-# install: scikit-learn and SciPy are large
+# Libraries that use the Array API on lazytensor arrays (tests/clients, part of `make test` too)
 $(VENV)/.installed-clients: $(VENV)/.installed-test
 	$(PIP) install -q -e '.[test,clients]'
 	touch $@
