@@ -6,9 +6,10 @@
 
 x (N, H, W, C), w (K, R, S, C) and y (N, P, Q, K) of one dtype (cudnn_dtypes.GRAPH_DTYPES says
 which graph takes which; float32 runs TF32 engines where `tf32`, default lt.config.conv_allow_tf32);
-sum, sum_sq, eq_scale and eq_bias: float32 (K,). Everything is enqueued on CuPy's current stream of x's device; nothing
-waits for the GPU. Outputs are allocated from CuPy's pool unless passed in (`out=`, ...).
-cuDNN refusing a graph raises CudnnGraphRejected (the caller falls back, explain says why).
+sum, sum_sq, eq_scale and eq_bias: float32 (K,). Everything is enqueued on CuPy's current stream of
+x's device; nothing waits for the GPU. Outputs are allocated from CuPy's pool unless passed in
+(`out=`, ...). cuDNN refusing a graph raises CudnnGraphRejected (the planner's step then raises
+UnsupportedOnDevice, or falls back where it has a fallback; explain says why).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class _Lt:
 
 
 _lt: list = []
-_plans: dict = {}       # (device, args, dtype, epilogue, alignments) -> _Plan, kept for good (a few per model)
+_plans: dict = {}       # (device, args, dtype, epilogue, compute type, alignments) -> _Plan, kept for good
 
 
 def _library() -> _Lt:

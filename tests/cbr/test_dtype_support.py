@@ -195,3 +195,17 @@ def test_cublas_data_types_are_keyed_by_dtype_name():
     _, why = cublas_gemm.arguments_for(np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32),
                                        np.zeros((2, 2), np.int32))
     assert "int32 operands" in why
+
+
+def test_a_train_step_plans_again_under_other_switches():
+    from tests.nn.test_train_step import batches, mlp
+    model = mlp()
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1))
+    data = batches(3)
+    step(*data[0])
+    first = step.last
+    step(*data[1])
+    assert step.last is first                   # the same switches: the recorded plan again
+    with lt.config.override(matmul_allow_tf32=True):
+        step(*data[2])
+    assert step.last is not first               # its plan baked the old switches in

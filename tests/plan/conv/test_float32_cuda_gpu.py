@@ -270,3 +270,40 @@ def test_float32_batch_norm_alone_and_pooling_stay_on_the_device(strict):
         check(f"{name} float32", lt.evaluate(make()).numpy(), want[name], STRICT)
         text = str(lt.explain(make(), source=False))
         assert "on the host" not in text and "on cuda" in text, text
+
+
+def test_the_plans_each_dtype_and_math_is_offered(strict):
+    """The facts behind cbr/cudnn_dtypes.py, printed: per graph kind and dtype (float32 strict and
+    TF32), the plans cuDNN offers and how many of the first 24 build under the numerical-note filter
+    (the engines' names for float64). Strict float32 must keep a plan for each convolution."""
+    import cupy
+    from lazytensor.cbr.conv_key import ConvKey
+    from lazytensor.cbr.cudnn_errors import CudnnGraphRejected
+    from lazytensor.cbr.cudnn_graphs import GraphKind, build_conv_graph
+    from lazytensor.cbr.cudnn_handle import bind_current_stream, handle_for_device
+    handle = handle_for_device(cupy.cuda.Device().id)
+    bind_current_stream(handle)
+    built = {}
+    for dtype, tf32 in (("float16", False), ("float32", False), ("float32", True), ("float64", False)):
+        key = ConvKey.of((8, 28, 28, 64), (64, 3, 3, 64), dtype, 1, 1, 1, tf32)
+        for kind in (GraphKind.CONV, GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD, GraphKind.CONV_GENSTATS,
+                     GraphKind.CONV_SCALE_BIAS_RELU):
+            what = f"{kind.value} {dtype}{' TF32' if tf32 else ''}"
+            try:
+                g = build_conv_graph(kind, key, handle)
+            except CudnnGraphRejected as e:
+                print(f"MEASURED plans of {what}: rejected ({e.reason[:160]})")
+                continue
+            names = []
+            for i in range(min(g.plan_count, 24)):
+                try:
+                    g.build_plan(i)
+                except Exception:  # noqa: BLE001 - barred by a note, or no engine for this shape
+                    continue
+                names.append(g.plan_name(i))
+            built[kind, dtype, tf32] = names
+            print(f"MEASURED plans of {what}: {g.plan_count} offered, {len(names)} of the first "
+                  f"{min(g.plan_count, 24)} build" + (f": {names[:6]}" if dtype == "float64" else ""))
+    for kind in (GraphKind.CONV, GraphKind.CONV_DGRAD, GraphKind.CONV_WGRAD):
+        assert built.get((kind, "float32", False)), f"strict float32 {kind.value}: no plan builds"
+        assert built.get((kind, "float16", False)), f"float16 {kind.value}: no plan builds"
