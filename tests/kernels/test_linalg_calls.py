@@ -71,3 +71,29 @@ def test_solve_broadcasts_as_numpy_2_does(a_shape, b_shape):
     b = rng.standard_normal(b_shape)
     (got,) = _call(XP, "solve", (len(b_shape) == 1,), [a, b])
     np.testing.assert_allclose(got, np.linalg.solve(a, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn,params,shapes,want", [
+    ("svd", (True, False), [(2, 0, 3)], lambda a: tuple(np.linalg.svd(a))),
+    ("det", (), [(3, 0, 0)], lambda a: np.linalg.det(a)),
+    ("slogdet", (), [(2, 3, 3)], lambda a: tuple(np.linalg.slogdet(a))),
+    ("cholesky", (True,), [(2, 3, 3)], lambda a: np.linalg.cholesky(a, upper=True)),
+])
+def test_run_linalg_off_the_host(monkeypatch, fn, params, shapes, want):
+    """The CUDA branch of run_linalg with the stand-in as CuPy: failures asked to raise, empty stacks
+    computed by NumPy and copied over, every result written into its output."""
+    import contextlib
+    from lazytensor.kernels.linalg import run_linalg
+    asked = []
+    monkeypatch.setitem(__import__("sys").modules, "cupy", XP)
+    monkeypatch.setitem(__import__("sys").modules, "cupyx", types.SimpleNamespace(
+        errstate=lambda **kw: asked.append(kw) or contextlib.nullcontext()))
+    backend = types.SimpleNamespace(host_memory=False, name="cuda", asarray=np.asarray)
+    inputs = [_spd(s) if 0 not in s else np.empty(s) for s in shapes]
+    expected = want(*inputs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    outs = [np.full(w.shape, np.nan) for w in expected]
+    run_linalg(backend, fn, params, inputs, outs)
+    for o, w in zip(outs, expected):
+        np.testing.assert_allclose(o, w, rtol=1e-12, atol=1e-12)
+    assert asked == ([] if any(a.size == 0 for a in inputs) else [{"linalg": "raise"}])
