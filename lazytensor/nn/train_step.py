@@ -53,9 +53,10 @@ class TrainStep:
         self.amp_dtype = _amp_dtype(amp)
         if self.amp_dtype is not None:
             name = self.amp_dtype.name
+            spelled = "np.float16" if name == "float16" else "lt.bfloat16"
             if not any(p.dtype == self.amp_dtype for p in optimizer.params):
                 raise ValueError(f"lt.train_step(amp={amp!r}) computes in {name}: build the model with "
-                                 f"dtype=lt.{name} (e.g. lt.nn.vgg16_bn(10, 32, dtype=lt.{name})); its optimizer "
+                                 f"dtype={spelled} (e.g. lt.nn.vgg16_bn(10, 32, dtype={spelled})); its optimizer "
                                  f"keeps float32 master weights and BatchNorm stays float32")
             if self.amp_dtype == np.float16:      # bfloat16 has float32's range: no loss scaling
                 self.scaler = (amp if isinstance(amp, LossScaler) else LossScaler()).on(self.device)

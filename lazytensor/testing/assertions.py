@@ -7,12 +7,13 @@ import numpy as np
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, asarray
 from lazytensor.assign.evaluate import to_numpy
-from lazytensor.core.dtypes import is_float
+from lazytensor.core.dtypes import BFLOAT16, is_float
 
 # The relative tolerance of assert_same_as_numpy per float dtype: room for a few roundings that
 # differ (transcendental functions within a few ULP, sums added in another order), far below any
 # wrong formula.
-RTOL = {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
+RTOL = {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12,
+        BFLOAT16: 8e-3}     # a rounding of bfloat16 (2^-8) and a little
 
 
 def _host(x):

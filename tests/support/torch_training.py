@@ -33,20 +33,23 @@ def lt_net(kind: str, device, dtype):
     return n.Sequential(*blocks, n.Conv2d(16, CLASSES, 1, dtype=dtype, device=device, rng=rng), n.GlobalAvgPool())
 
 
-def train_both(kind: str, device: str = "cpu", amp: bool = False, steps: int = 30, batch: int = 16, lr=0.02):
+def train_both(kind: str, device: str = "cpu", amp=False, steps: int = 30, batch: int = 16, lr=0.02):
     """-> (torch losses, lt losses, torch state dict, lt state dict (PyTorch's layout), torch eval
-    output, lt eval output) after `steps` SGD steps (momentum 0.9, weight decay 5e-4)."""
+    output, lt eval output) after `steps` SGD steps (momentum 0.9, weight decay 5e-4). amp: False,
+    True (float16 autocast with loss scaling) or "bfloat16" (bfloat16 autocast, no loss scaling)."""
     import torch
     torch.manual_seed(0)
     tdev = torch.device(device)
     tmodel = torch_net(kind, torch).to(tdev)
     state = {k: v.detach().cpu().numpy() for k, v in tmodel.state_dict().items()}
-    model = lt_net(kind, device, np.float16 if amp else np.float32)
+    dtype = lt.bfloat16 if amp == "bfloat16" else np.float16 if amp else np.float32
+    autocast = torch.bfloat16 if amp == "bfloat16" else torch.float16
+    model = lt_net(kind, device, dtype)
     model.load_state_dict(state)          # before the optimizer: float16 parameters' masters copy them
     opt = lt.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
     step = lt.train_step(model, lt.cross_entropy, opt, amp=amp)
     topt = torch.optim.SGD(tmodel.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
-    scaler = torch.amp.GradScaler(device) if amp else None
+    scaler = torch.amp.GradScaler(device, enabled=amp is True) if amp else None
     rng = np.random.default_rng(1)
     want, got = [], []
     tmodel.train()
@@ -56,7 +59,7 @@ def train_both(kind: str, device: str = "cpu", amp: bool = False, steps: int = 3
         tx, ty = torch.from_numpy(x.transpose(0, 3, 1, 2).copy()).to(tdev), torch.from_numpy(y).to(tdev)
         topt.zero_grad(set_to_none=True)
         if amp:
-            with torch.autocast(device, dtype=torch.float16):
+            with torch.autocast(device, dtype=autocast):
                 logits = tmodel(tx)
             loss = torch.nn.functional.cross_entropy(logits.float(), ty)
             scaler.scale(loss).backward()
@@ -74,11 +77,11 @@ def train_both(kind: str, device: str = "cpu", amp: bool = False, steps: int = 3
     model.eval()
     with torch.no_grad():
         if amp:
-            with torch.autocast(device, dtype=torch.float16):
+            with torch.autocast(device, dtype=autocast):
                 t_eval = tmodel(torch.from_numpy(x.transpose(0, 3, 1, 2).copy()).to(tdev)).float()
         else:
             t_eval = tmodel(torch.from_numpy(x.transpose(0, 3, 1, 2).copy()).to(tdev))
-    xs = lt.asarray(x.astype(np.float16) if amp else x, device=device)
+    xs = lt.asarray(x.astype(dtype), device=device)
     lt_eval = lt.evaluate(model(xs)).numpy().astype(np.float32)
     t_state = {k: v.detach().cpu().numpy() for k, v in tmodel.state_dict().items() if "num_batches" not in k}
     return want, got, t_state, model.state_dict(), t_eval.cpu().numpy(), lt_eval, step
