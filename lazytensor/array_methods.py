@@ -17,6 +17,7 @@ from lazytensor.assign import own_memory
 from lazytensor.assign.own_memory import memory_for_writes
 from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
                                         to_numpy_shared)
+from lazytensor.core.dtypes import check_cast
 from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
 from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
@@ -332,6 +333,14 @@ def expr_assign(self, value):
 def _expr_inplace(op):
     def inplace(self, o):
         holders = sys.getrefcount(self) - own_memory.INPLACE_REFS
+        if holders <= 0:
+            # A temporary nothing else holds (`y[mask] += 1` reads y[mask], adds, writes it back):
+            # no one can see it change, so the sum stays lazy and `y[mask] = ...` fuses it.
+            e = apply(op, self, o)
+            if e.dtype != self.dtype:
+                check_cast(e.dtype, self.dtype, "apply an in-place op from")
+                e = _node_astype(e, self.dtype)
+            return e
         _inplace(memory_for_writes(self, holders, (o,)), op, o)
         return self
     inplace.__name__ = f"expr_inplace_{op}"

@@ -198,7 +198,7 @@ def _index(kind, shape, k):
     return np.array([k % n, (k + 1) % n, k % n])
 
 
-statements = st.tuples(st.sampled_from(["build", "build", "rebind", "item", "mask", "inplace", "write_from", "look"]),
+statements = st.tuples(st.sampled_from(["build", "build", "rebind", "item", "mask", "inplace", "write_from", "look", "item_add"]),
                        st.integers(0, NAMES - 1), st.integers(0, NAMES - 1), st.integers(0, NAMES - 1),
                        st.integers(0, 6), st.integers(0, 50))
 programs = st.tuples(st.sampled_from(SHAPES), st.integers(0, 2**31 - 1), st.lists(statements, min_size=1, max_size=10))
@@ -215,6 +215,9 @@ def _step(env, mod, stmt):
         np.asarray(env[d])
     elif what == "item":                                # basic or integer-array key, a scalar
         env[d][_index(kind % 4, env[d].shape, k)] = float(k) - 20.5
+    elif what == "item_add":                            # y[k] += v: the read of y[k] is a temporary
+        key = _index(kind % 4, env[d].shape, k) if kind < 4 else env[a] > 0
+        env[d][key] += 1.5 * k
     elif what == "mask":                                # a mask read from the destination itself, or another
         src = env[d] if kind % 2 else env[a]
         env[d][src > 0.25 * (k % 4)] = -float(k)
