@@ -101,7 +101,7 @@ class CpuBackend(Backend):
         self.kernels = KernelCache()
         self.compiler = BackgroundCompiler(warm=("lazytensor.kernels.cpu.compile_jobs",))
         if not wait_for_compiler():
-            self.compiler.start(None if os.environ.get("LT_NO_PREPARE") else _prepare_loading)
+            self.compiler.start(_prepare_loading)
         # (program, id(spec)) -> _ReadyReduction: what a reduction over contiguous operands of the
         # spec's shape launches once its kernel is compiled, so that the next call of the same
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
