@@ -27,7 +27,6 @@ SWITCH_INTERVAL = 0.000125     # (a value sys.getswitchinterval() gives back exa
 MAX_WORKER_DEATHS = 3
 
 IN_WORKER = "LAZYTENSOR_IN_COMPILE_WORKER"
-_TRACE = os.environ.get("LT_TRACE")
 
 
 def wait_for_compiler() -> bool:
@@ -89,15 +88,10 @@ class _Worker:
             except Exception:  # noqa: BLE001  (end of the pipe, or a reply cut short: it died)
                 break
             if what == "ready":
-                if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} ready {value}", file=sys.stderr)
                 self.ready.set()
                 continue
             key, on_item = self.outstanding.get(job_id, (None, None))
             if what == "item":
-                if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} item {value}", file=sys.stderr)
-                    value = value[0]
                 self.compiler._enqueue(key, lambda item=value, f=on_item: f(item), finishes=False)
             else:
                 self.outstanding.pop(job_id, None)
@@ -279,8 +273,6 @@ class BackgroundCompiler:
                     sys.setswitchinterval(SWITCH_INTERVAL)
             try:
                 job()
-                if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} job done {job}", file=sys.stderr)
                 times = self._times.get(key)
                 if times is not None and times[1] is None and key not in self._lost:
                     times[1] = time.perf_counter()      # (the first variant loaded: calls take it)
