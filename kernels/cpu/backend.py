@@ -199,7 +199,7 @@ class CpuBackend(Backend):
             if kernel is None:
                 kernel = self.kernel(program, layout)
                 fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
-        self._first_or_logged_call(kernel, fn, args, out.size, key)
+        self._first_or_logged_call(kernel, fn, args, out.size)
 
     def run_flat(self, program, out, inputs, scalars):
         """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
@@ -285,7 +285,7 @@ class CpuBackend(Backend):
         # (a damaged cache entry is reported and compiled afresh by numba's checked cache)
         compile_calls(self.kernel(program, layout).module, calls)
 
-    def _first_or_logged_call(self, kernel, fn, args, elements, key=None):
+    def _first_or_logged_call(self, kernel, fn, args, elements):
         started = time.perf_counter()
         n_compiled = len(fn.overloads)
         hits = sum(fn.stats.cache_hits.values())
@@ -298,13 +298,7 @@ class CpuBackend(Backend):
             launch_log.record(launch_log.KernelRecord(
                 kernel.name, "cpu", "elementwise", elements, cache,
                 time.perf_counter() - started if compiled else 0.0,
-                _VARIANTS.get(fn.py_func.__name__, "serial") + self._arrival_note(key)))
-
-    def _arrival_note(self, key) -> str:
-        """'; <where the kernel came from>, arrived ... s after the first call' for a kernel of the
-        background compiler's, else ''."""
-        state = self.compiler.state(key) if key is not None else None
-        return f"; {state}" if state else ""
+                _VARIANTS.get(fn.py_func.__name__, "serial")))
 
     # -- reductions -----------------------------------------------------------------------------
     @staticmethod
