@@ -21,14 +21,13 @@ from lazytensor.kernels.tier import interpreter_forced
 # many seconds instead of Python's 5 ms: numba is Python code that holds the GIL, and every NumPy
 # ufunc of an interpreted call releases and retakes it (a 2^20-element first call took 36-190 ms
 # beside a compile, 22-36 ms with the shorter interval; NumPy alone, 2-11 ms).
-SWITCH_INTERVAL = 0.0001
+SWITCH_INTERVAL = 0.000125     # (a value sys.getswitchinterval() gives back exactly)
 
 # A worker that died is replaced for the jobs after it, this many times in a process; then the
 # thread compiles.
 MAX_WORKER_DEATHS = 3
 
 IN_WORKER = "LAZYTENSOR_IN_COMPILE_WORKER"
-_TRACE = os.environ.get("LT_TRACE")
 
 
 def wait_for_compiler() -> bool:
@@ -56,14 +55,21 @@ class _Worker:
         self.pid = self.proc.pid
         self.compiler = compiler
         self.outstanding: dict = {}          # job id -> (key, on_item)
+        self.died = None                     # how it died, once it has
         self.ready = threading.Event()
         self._frames: queue.Queue = queue.Queue()
         threading.Thread(target=self._write, name="lazytensor-compile-writer", daemon=True).start()
         threading.Thread(target=self._read, name="lazytensor-compile-reader", daemon=True).start()
 
     def send(self, job_id, key, on_item, fn, args) -> None:
-        self.outstanding[job_id] = (key, on_item)
-        self._frames.put(pickle.dumps((job_id, fn, args), protocol=pickle.HIGHEST_PROTOCOL))
+        with self.compiler._guard:
+            dead = self.died
+            if dead is None:
+                self.outstanding[job_id] = (key, on_item)
+        if dead is None:
+            self._frames.put(pickle.dumps((job_id, fn, args), protocol=pickle.HIGHEST_PROTOCOL))
+        else:                               # (it died since it was chosen)
+            self.compiler._lose(key, self.pid, dead)
 
     def _write(self) -> None:
         stdin = self.proc.stdin
@@ -83,15 +89,10 @@ class _Worker:
             except Exception:  # noqa: BLE001  (end of the pipe, or a reply cut short: it died)
                 break
             if what == "ready":
-                if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} ready {value}", file=sys.stderr)
                 self.ready.set()
                 continue
             key, on_item = self.outstanding.get(job_id, (None, None))
             if what == "item":
-                if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} item {value}", file=sys.stderr)
-                    value = value[0]
                 self.compiler._enqueue(key, lambda item=value, f=on_item: f(item), finishes=False)
             else:
                 self.outstanding.pop(job_id, None)
@@ -192,7 +193,7 @@ class BackgroundCompiler:
             return None
         with self._guard:
             live = [w for w in self._workers if w.proc.returncode is None]
-            if live and (len(live) >= worker_count() or all(not w.outstanding for w in live)):
+            if live and (len(live) >= worker_count() or any(not w.outstanding for w in live)):
                 return min(live, key=lambda w: len(w.outstanding))
             try:
                 worker = _Worker(self, self._warm)
@@ -207,6 +208,7 @@ class BackgroundCompiler:
 
     def _worker_died(self, worker, why) -> None:
         with self._guard:
+            worker.died = why
             if worker in self._workers:
                 self._workers.remove(worker)
             self._deaths += 1
@@ -215,8 +217,11 @@ class BackgroundCompiler:
             lost = list(worker.outstanding.values())
             worker.outstanding.clear()
         for key, _ in lost:
-            self._lost[key] = f"the compile worker process {worker.pid} {why} while compiling it"
-            self._enqueue(key, lambda: None)
+            self._lose(key, worker.pid, why)
+
+    def _lose(self, key, pid, why) -> None:
+        self._lost[key] = f"the compile worker process {pid} {why} while compiling it"
+        self._enqueue(key, lambda: None)
 
     # -- asking ---------------------------------------------------------------------------------
     def submitted(self, key) -> bool:
@@ -271,8 +276,6 @@ class BackgroundCompiler:
                     sys.setswitchinterval(SWITCH_INTERVAL)
             try:
                 job()
-                if _TRACE:
-                    print(f"lt-trace {time.perf_counter():.3f} job done {job}", file=sys.stderr)
                 times = self._times.get(key)
                 if times is not None and times[1] is None and key not in self._lost:
                     times[1] = time.perf_counter()      # (the first variant loaded: calls take it)

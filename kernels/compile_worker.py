@@ -15,9 +15,6 @@ import time
 import traceback
 
 
-_TRACE = os.environ.get("LT_TRACE")
-
-
 def _send(out, message) -> bool:
     """Write one reply; False once the parent has gone (the jobs still run: their results are the
     disk cache's)."""
@@ -55,7 +52,7 @@ def serve(source, out, when_idle=()) -> None:
         started = time.perf_counter()
         try:
             for item in fn(*args):
-                if not _send(out, (job_id, "item", (item, time.process_time()) if _TRACE else item)):
+                if not _send(out, (job_id, "item", item)):
                     out = None
             reply = (job_id, "done", time.perf_counter() - started)
         except Exception as e:  # noqa: BLE001  (the parent compiles it again in the foreground and raises there)
@@ -76,7 +73,7 @@ def main(argv) -> int:
             module.warm_up()
         if hasattr(module, "warm_up_when_idle"):
             later.append(module.warm_up_when_idle)
-    _send(out, (None, "ready", (os.getpid(), time.process_time())))
+    _send(out, (None, "ready", os.getpid()))
     serve(source, out, later)
     return 0
 

@@ -104,7 +104,7 @@ class CpuBackend(Backend):
         self.kernels = KernelCache()
         self.compiler = BackgroundCompiler(warm=("lazytensor.kernels.cpu.compile_jobs",))
         if not wait_for_compiler():
-            self.compiler.start(None if os.environ.get("LT_NO_PREPARE") else _prepare_loading)
+            self.compiler.start(_prepare_loading)
         # (program, id(spec)) -> _ReadyReduction: what a reduction over contiguous operands of the
         # spec's shape launches once its kernel is compiled, so that the next call of the same
         # program and spec object (the reduce node's own, interned by lazytensor.ops.reductions)
@@ -202,7 +202,7 @@ class CpuBackend(Backend):
             if kernel is None:
                 kernel = self.kernel(program, layout)
                 fn, args = _kernel_call(kernel, layout, out, inputs, scalars, mask)
-        self._first_or_logged_call(kernel, fn, args, out.size, key)
+        self._first_or_logged_call(kernel, fn, args, out.size)
 
     def run_flat(self, program, out, inputs, scalars):
         """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
@@ -288,7 +288,7 @@ class CpuBackend(Backend):
         # (a damaged cache entry is reported and compiled afresh by numba's checked cache)
         compile_calls(self.kernel(program, layout).module, calls)
 
-    def _first_or_logged_call(self, kernel, fn, args, elements, key=None):
+    def _first_or_logged_call(self, kernel, fn, args, elements):
         started = time.perf_counter()
         n_compiled = len(fn.overloads)
         hits = sum(fn.stats.cache_hits.values())
@@ -301,13 +301,7 @@ class CpuBackend(Backend):
             launch_log.record(launch_log.KernelRecord(
                 kernel.name, "cpu", "elementwise", elements, cache,
                 time.perf_counter() - started if compiled else 0.0,
-                _VARIANTS.get(fn.py_func.__name__, "serial") + self._arrival_note(key)))
-
-    def _arrival_note(self, key) -> str:
-        """'; <where the kernel came from>, arrived ... s after the first call' for a kernel of the
-        background compiler's, else ''."""
-        state = self.compiler.state(key) if key is not None else None
-        return f"; {state}" if state else ""
+                _VARIANTS.get(fn.py_func.__name__, "serial")))
 
     # -- reductions -----------------------------------------------------------------------------
     @staticmethod

@@ -121,3 +121,58 @@ def test_a_job_that_fails_in_the_worker_marks_its_key_failed(tmp_path, monkeypat
 def _failing_job(n):
     yield from range(n)
     raise ValueError("no kernel")
+
+
+RECORDED = textwrap.dedent("""
+    import numpy as np, lazytensor as lt
+    from lazytensor.kernels.backend import backend_for
+    x = np.arange(3000, dtype=np.float32).reshape(100, 30) % 7
+    a = lt.asarray(x)
+    cases = [(lambda: lt.evaluate(lt.sum(a * 2, axis=0)).numpy(), (x * 2).sum(0)),
+             (lambda: lt.evaluate(lt.cumsum(a, axis=1)).numpy(), np.cumsum(x, 1))]
+    for run, want in cases:
+        with lt.profile() as p:
+            assert np.array_equal(run(), want)
+        assert p.kernels[0].name == "interpreter", p.kernels
+        assert "compiled in the compile worker process" in p.kernels[0].config, p.kernels[0].config
+    assert backend_for("cpu").compiler.drain(240)
+    for run, want in cases:
+        with lt.profile() as p:
+            assert np.array_equal(run(), want)
+        assert p.kernels[0].name.startswith("lt_") and p.kernels[0].cache == "memory", p.kernels
+    print("ok")
+""")
+
+
+def test_reductions_and_scans_compile_in_the_worker_from_their_recorded_calls(tmp_path):
+    env = dict(os.environ, LAZYTENSOR_JIT_WAIT="0", LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_DEVICE="cpu")
+    env.pop("LAZYTENSOR_COMPILE_WORKERS", None)
+    run = subprocess.run([sys.executable, "-c", RECORDED], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_a_recording_builds_no_kernel_and_runs_nothing(monkeypatch):
+    """recorded_calls: the reduction's compile-by-running job, recorded, gives its kernel's text
+    and the argument types of each function it would call, keeps nothing in the kernel cache
+    and writes nothing a profile sees."""
+    import numpy as np
+
+    import lazytensor as lt
+    from lazytensor.kernels.backend import backend_for
+    from lazytensor.kernels.cache import KernelCache
+    from lazytensor.kernels.cpu import recorded_calls
+    backend = backend_for("cpu")
+    monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
+    monkeypatch.setattr(backend, "kernels", KernelCache())
+    jobs = []
+    monkeypatch.setattr(backend, "submit_recorded", lambda key, job: jobs.append(job))
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert np.array_equal(lt.evaluate(lt.sum(lt.asarray(x) * 2, axis=0)).numpy(), (x * 2).sum(0))
+    (job,) = jobs
+    with lt.profile() as p:
+        recording = recorded_calls.record(job)
+    assert len(backend.kernels) == 0 and p.kernels == []
+    assert len(recording.sources) == 1 and "def reduce_main_seq" in recording.sources[0]
+    names = [name for name, _ in recording.calls]
+    assert names[0].startswith("reduce_main") and all(isinstance(args, tuple) for _, args in recording.calls)
+    assert any(a == (np.dtype(np.float64), 2, "C", False, True) for a in recording.calls[0][1])
