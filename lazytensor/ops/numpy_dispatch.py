@@ -141,13 +141,18 @@ def _creation_functions():
     from lazytensor.core import tensor
 
     def like(make):
-        def made(a, *args, dtype=None, order="K", subok=True, shape=None, device=None):
+        def made(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
             _numpy_defaults(order=(order, "K"), subok=(subok, True))
-            return make(a, *args, dtype=dtype, device=device, shape=shape)
+            return make(a, dtype=dtype, device=device, shape=shape)
         return made
 
-    def arange(*args, like=None, dtype=None, device=None):
-        return tensor.arange(*args, dtype=dtype, device=getattr(like, "device", None) if device is None else device)
+    def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+        _numpy_defaults(order=(order, "K"), subok=(subok, True))
+        return tensor.full_like(a, fill_value, dtype=dtype, device=device, shape=shape)
+
+    def arange(start, stop=None, step=None, dtype=None, *, like=None, device=None):
+        device = getattr(like, "device", None) if device is None else device
+        return tensor.arange(start, stop, 1 if step is None else step, dtype=dtype, device=device)
 
     def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
         _numpy_defaults(order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0))
@@ -162,7 +167,7 @@ def _creation_functions():
         return tensor.asarray(np.array(a, dtype=dtype, copy=copy), device=device)
 
     return {np.array: array, np.asarray: asarray, np.empty_like: like(tensor.empty_like), np.zeros_like: like(tensor.zeros_like),
-            np.ones_like: like(tensor.ones_like), np.full_like: like(tensor.full_like), np.arange: arange}
+            np.ones_like: like(tensor.ones_like), np.full_like: full_like, np.arange: arange}
 
 
 def _numpy_defaults(**given) -> None:
