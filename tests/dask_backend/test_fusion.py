@@ -55,3 +55,24 @@ def test_without_the_graph_pass_each_task_leaves_a_lazy_value():
     assert any(type(v) is lt.Expr for v in results.values())
     with_pass = (d + 1).__dask_optimize__(dict((d + 1).__dask_graph__()), (d + 1).__dask_keys__())
     assert not any(type(v) is lt.Expr for v in execute_graph(with_pass).values())
+
+
+def test_a_task_thread_runs_kernels_on_omp_num_threads(monkeypatch):
+    """distributed's workers set OMP_NUM_THREADS=1 (their own threads share the cores): the threads
+    that settle tasks run lazytensor's kernels on that many threads."""
+    import threading
+
+    import numba
+
+    from lazytensor.dask_backend import tasks
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    seen = []
+
+    def task_thread():
+        before = numba.get_num_threads()
+        tasks.settle(lt.asarray(np.ones(3), device="cpu"))
+        seen.append((before, numba.get_num_threads()))
+    t = threading.Thread(target=task_thread)
+    t.start(); t.join()
+    assert seen == [(numba.config.NUMBA_NUM_THREADS, 1)]
