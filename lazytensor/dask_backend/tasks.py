@@ -53,10 +53,12 @@ def _settle_all(value):
     if len(pending) > 1:
         for i, r in zip(pending, evaluate_all([items[i] for i in pending])):
             items[i] = r
-    items = [settle(v) for v in items]
+    settled = [settle(v) for v in items]
+    if all(a is b for a, b in zip(settled, value.values() if type(value) is dict else value)):
+        return value            # nothing lazy inside (NumPy chunks' results pass untouched)
     if type(value) is dict:
-        return dict(zip(value.keys(), items))
-    return type(value)(items)
+        return dict(zip(value.keys(), settled))
+    return type(value)(settled)
 
 
 def settled_graph(dsk: dict, keys) -> dict:

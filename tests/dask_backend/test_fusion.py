@@ -76,3 +76,16 @@ def test_a_task_thread_runs_kernels_on_omp_num_threads(monkeypatch):
     t = threading.Thread(target=task_thread)
     t.start(); t.join()
     assert seen == [(numba.config.NUMBA_NUM_THREADS, 1)]
+
+
+def test_settle_evaluates_what_a_task_returns():
+    from lazytensor.dask_backend.tasks import settle
+    t = lt.asarray(np.arange(4.0), device="cpu")
+    assert type(settle(t * 2)) is lt.Tensor
+    assert type(settle(t * 2, lazy_ok=True)) is lt.Expr             # read by one task: fuses into it
+    assert type(settle(t.sum(), lazy_ok=True)) is lt.Tensor          # a reduction is evaluated in its task
+    parts = settle({"n": np.ones(2), "total": (t * 3, [t + 1])})
+    assert type(parts["total"][0]) is lt.Tensor and type(parts["total"][1][0]) is lt.Tensor
+    assert parts["total"][0].numpy().tolist() == [0.0, 3.0, 6.0, 9.0]
+    plain = {"n": np.ones(2), "total": [np.zeros(1)]}
+    assert settle(plain) is plain
