@@ -12,7 +12,7 @@ import numpy as np
 from dask.array import dispatch as d
 
 from lazytensor.core.operand import Operand
-from lazytensor.core.tensor import asarray, empty as lt_empty
+from lazytensor.core.tensor import asarray, empty as lt_empty, full
 from lazytensor.ops.elementwise import isnan
 from lazytensor.ops.indexing import take
 from lazytensor.ops.joining import concatenate
@@ -33,13 +33,15 @@ def percentile(a, q, method="linear"):
 
 
 def numel(x, axis=None, keepdims=False, dtype=np.float64, **kwargs):
-    """The count of elements a reduction over `axis` sees, shaped as its result: a NumPy array, as
-    for NumPy chunks (Dask's mean and var write into the counts they sum)."""
+    """The count of elements a reduction over `axis` sees, shaped as its result: a NumPy array for
+    CPU chunks, as for NumPy chunks (Dask's var writes into the counts it sums); a tensor on CUDA."""
     axes = range(x.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
     axes = {a % x.ndim for a in axes} if x.ndim else set()
     count = math.prod(x.shape[a] for a in axes)
     shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdims else \
         tuple(n for a, n in enumerate(x.shape) if a not in axes)
+    if x.device != "cpu":
+        return full(shape, count, dtype=dtype, device=x.device)
     return np.full(shape, count, dtype=dtype)
 
 

@@ -8,14 +8,33 @@ Design: docs/design/dask.md
 """
 from __future__ import annotations
 
+import os
+import threading
+
 from lazytensor.assign.evaluate import result_of
 from lazytensor.assign.simultaneous import evaluate_all
 from lazytensor.core.expr import Expr
 
 
+_thread = threading.local()
+
+
+def _kernel_threads() -> None:
+    """Dask's workers run native libraries on OMP_NUM_THREADS threads (distributed sets it to 1:
+    the worker's own threads share the cores); lazytensor's CPU kernels follow it, in each thread
+    that runs tasks, unless NUMBA_NUM_THREADS says otherwise."""
+    _thread.set = True
+    wanted = os.environ.get("OMP_NUM_THREADS")
+    if wanted and wanted.isdigit() and "NUMBA_NUM_THREADS" not in os.environ:
+        import numba
+        numba.set_num_threads(max(1, min(int(wanted), numba.config.NUMBA_NUM_THREADS)))
+
+
 def settle(value, lazy_ok=False):
     """A task's result with every expression in it evaluated (an elementwise one kept lazy where
     `lazy_ok`); tuples, lists and dicts (Dask's reductions' partial results) are walked."""
+    if not getattr(_thread, "set", False):
+        _kernel_threads()
     t = type(value)
     if t is Expr:
         if value.result is not None:
@@ -34,10 +53,12 @@ def _settle_all(value):
     if len(pending) > 1:
         for i, r in zip(pending, evaluate_all([items[i] for i in pending])):
             items[i] = r
-    items = [settle(v) for v in items]
+    settled = [settle(v) for v in items]
+    if all(a is b for a, b in zip(settled, value.values() if type(value) is dict else value)):
+        return value            # nothing lazy inside (NumPy chunks' results pass untouched)
     if type(value) is dict:
-        return dict(zip(value.keys(), items))
-    return type(value)(items)
+        return dict(zip(value.keys(), settled))
+    return type(value)(settled)
 
 
 def settled_graph(dsk: dict, keys) -> dict:

@@ -154,8 +154,9 @@ def _creation_functions():
     make tensors on its device (how Dask makes chunks like its meta)."""
     from lazytensor.core import tensor
 
-    def arange(*args, like=None, dtype=None, device=None):
-        return tensor.arange(*args, dtype=dtype, device=getattr(like, "device", None) if device is None else device)
+    def arange(start, stop=None, step=None, dtype=None, *, like=None, device=None):
+        device = getattr(like, "device", None) if device is None else device
+        return tensor.arange(start, stop, 1 if step is None else step, dtype=dtype, device=device)
 
     def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
         _numpy_defaults(order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0))

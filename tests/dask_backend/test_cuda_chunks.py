@@ -22,5 +22,7 @@ def test_cuda_chunks_on_the_threaded_scheduler():
         kept = e.persist()
         assert all(b.device == "cuda" for b in dask.compute(*kept.to_delayed().ravel()))
         np.testing.assert_allclose(np.asarray(e.compute()), np.maximum((host + 1) * host + 5 * host, 0), rtol=1e-15)
+        np.testing.assert_allclose(float(e.mean().compute()), np.maximum((host + 1) * host + 5 * host, 0).mean(),
+                                   rtol=1e-12)
         np.testing.assert_allclose(float(e.sum().compute()), np.maximum((host + 1) * host + 5 * host, 0).sum(),
                                    rtol=1e-12)

@@ -79,3 +79,4 @@ def test_a_worker_killed_mid_computation_is_recovered(client):
     victim = next(iter(client.scheduler_info()["workers"]))
     client.run(os._exit, 1, workers=[victim], on_error="ignore")        # the nanny starts another
     assert float(future.result(timeout=120)) == float(((host + 1) * 2).sum())
+

@@ -55,3 +55,37 @@ def test_without_the_graph_pass_each_task_leaves_a_lazy_value():
     assert any(type(v) is lt.Expr for v in results.values())
     with_pass = (d + 1).__dask_optimize__(dict((d + 1).__dask_graph__()), (d + 1).__dask_keys__())
     assert not any(type(v) is lt.Expr for v in execute_graph(with_pass).values())
+
+
+def test_a_task_thread_runs_kernels_on_omp_num_threads(monkeypatch):
+    """distributed's workers set OMP_NUM_THREADS=1 (their own threads share the cores): the threads
+    that settle tasks run lazytensor's kernels on that many threads."""
+    import threading
+
+    import numba
+
+    from lazytensor.dask_backend import tasks
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    seen = []
+
+    def task_thread():
+        before = numba.get_num_threads()
+        tasks.settle(lt.asarray(np.ones(3), device="cpu"))
+        seen.append((before, numba.get_num_threads()))
+    t = threading.Thread(target=task_thread)
+    t.start(); t.join()
+    assert seen == [(numba.config.NUMBA_NUM_THREADS, 1)]
+
+
+def test_settle_evaluates_what_a_task_returns():
+    from lazytensor.dask_backend.tasks import settle
+    t = lt.asarray(np.arange(4.0), device="cpu")
+    assert type(settle(t * 2)) is lt.Tensor
+    assert type(settle(t * 2, lazy_ok=True)) is lt.Expr             # read by one task: fuses into it
+    assert type(settle(t.sum(), lazy_ok=True)) is lt.Tensor          # a reduction is evaluated in its task
+    parts = settle({"n": np.ones(2), "total": (t * 3, [t + 1])})
+    assert type(parts["total"][0]) is lt.Tensor and type(parts["total"][1][0]) is lt.Tensor
+    assert parts["total"][0].numpy().tolist() == [0.0, 3.0, 6.0, 9.0]
+    plain = {"n": np.ones(2), "total": [np.zeros(1)]}
+    assert settle(plain) is plain
