@@ -332,6 +332,10 @@ def expr_assign(self, value):
 def _expr_inplace(op):
     def inplace(self, o):
         holders = sys.getrefcount(self) - own_memory.INPLACE_REFS
+        if holders <= 0 and not own_memory.owns_memory(self):
+            # Only the statement holds it (the `y[k]` of `y[k] += v`): no name can see the write,
+            # so the updated value is an expression, and `y[k] = y[k] + v` stays one scatter kernel.
+            return own_memory.updated_value(self, apply(op, self, o))
         _inplace(memory_for_writes(self, holders, (o,)), op, o)
         return self
     inplace.__name__ = f"expr_inplace_{op}"
