@@ -17,7 +17,6 @@ from lazytensor.assign import own_memory
 from lazytensor.assign.own_memory import memory_for_writes
 from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
                                         to_numpy_shared)
-from lazytensor.core.dtypes import check_cast
 from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
 from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
@@ -333,14 +332,10 @@ def expr_assign(self, value):
 def _expr_inplace(op):
     def inplace(self, o):
         holders = sys.getrefcount(self) - own_memory.INPLACE_REFS
-        if holders <= 0:
-            # A temporary nothing else holds (`y[mask] += 1` reads y[mask], adds, writes it back):
-            # no one can see it change, so the sum stays lazy and `y[mask] = ...` fuses it.
-            e = apply(op, self, o)
-            if e.dtype != self.dtype:
-                check_cast(e.dtype, self.dtype, "apply an in-place op from")
-                e = _node_astype(e, self.dtype)
-            return e
+        if holders <= 0 and not own_memory.owns_memory(self):
+            # Only the statement holds it (the `y[k]` of `y[k] += v`): no name can see the write,
+            # so the updated value is an expression, and `y[k] = y[k] + v` stays one scatter kernel.
+            return own_memory.updated_value(self, apply(op, self, o))
         _inplace(memory_for_writes(self, holders, (o,)), op, o)
         return self
     inplace.__name__ = f"expr_inplace_{op}"

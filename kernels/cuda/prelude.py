@@ -242,6 +242,15 @@ __device__ __forceinline__ T lt_bf16_to_int(float x, double lo, double end) {
     const double t = trunc((double)x);
     return (t >= lo && t < end) ? (T)t : (T)0;
 }
+/* ml_dtypes' power (the host libm's powf): a signaling NaN operand gives NaN, pow(1, y) and
+   pow(x, 0) too, where CUDA's powf gives 1. */
+__device__ __forceinline__ bool lt_signaling_f(float x) {
+    const unsigned int u = __float_as_uint(x) & 0x7FFFFFFFu;
+    return u > 0x7F800000u && u < 0x7FC00000u;
+}
+__device__ __forceinline__ float lt_pow_bf16(float x, float y) {
+    return (lt_signaling_f(x) || lt_signaling_f(y)) ? x + y : powf(x, y);
+}
 /* ml_dtypes' nextafter: the neighbouring bfloat16 toward y; equal operands give y. */
 __device__ __forceinline__ float lt_nextafter_bf16(float x, float y) {
     if (x != x || y != y) return x + y;

@@ -114,6 +114,11 @@ def _write_with_readers(dest: Tensor, value, nodes) -> None:
         n.keep_result(t)
 
 
+def check_write(node, dest, what: str = "assign") -> None:
+    """The errors a write of `node` into `dest` (a tensor, or an expression's memory) raises."""
+    _check(node, dest, what)
+
+
 def _check(node, dest: Tensor, what: str) -> None:
     if node.device is not None and node.device != dest.device:
         raise ValueError(f"cannot {what} an expression on {node.device!r} to a tensor on {dest.device!r}")

@@ -11,11 +11,11 @@ import gc
 import sys
 import weakref
 
-from lazytensor.core.expr import Expr
+from lazytensor.core.expr import Expr, astype
 from lazytensor.core.origins import origins_of
 from lazytensor.core.readers import memory_of, unregister
 from lazytensor.core.tensor import Tensor, empty
-from lazytensor.assign.evaluate import assign
+from lazytensor.assign.evaluate import assign, check_write
 from lazytensor.assign.simultaneous import run_pairs, settled
 
 # id(node) -> node, for the expressions that own their result (written through, never copied).
@@ -57,6 +57,13 @@ def memory_for_writes(node: Expr, holders: int = 2, operands=()) -> Tensor:
         origin.versions.append((own, memory_of(own).version))
     _owners[id(node)] = node
     return own
+
+
+def updated_value(node: Expr, value: Expr) -> Expr:
+    """The value an in-place op gives `node` where nothing but the writing statement holds it: the
+    new expression, checked and cast as a write into `node`'s memory would be."""
+    check_write(value, node, "apply an in-place op from")
+    return astype(value, node.dtype)
 
 
 class _Probe:

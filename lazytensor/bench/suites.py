@@ -25,6 +25,9 @@ def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None
         elif name == "dask":              # Dask arrays of lazytensor chunks on a LocalCluster (CPU)
             from lazytensor.bench.dask import run_dask_bench
             run_dask_bench(print_fn)
+        elif name == "linalg":            # lt.linalg against CuPy's calls (CUDA)
+            from lazytensor.bench.linalg import run_linalg_bench
+            run_linalg_bench(print_fn)
         elif name == "several":           # several results at once: one module for both devices
             from lazytensor.bench.several import run_several_bench
             run_several_bench(print_fn, device)

@@ -28,8 +28,16 @@ def _call(name, a, q, axis, out, keepdims, **kwargs):
         raise TypeError(f"np.{name} on a {t.device} tensor: {xp.__name__} has no {name}; compute it on the host "
                         f"on purpose with np.{name}(t.numpy(), ...)")
     args = () if q is None else (_q_on(xp, _host_q(q)),)
-    result = getattr(xp, name)(t.data, *args, axis=axis, keepdims=keepdims, **kwargs)
-    return to_out(Tensor(xp.asarray(result), t.device), out)
+    result = xp.asarray(getattr(xp, name)(t.data, *args, axis=axis, keepdims=keepdims, **kwargs))
+    if xp is not np and name in _PROPAGATES_NAN and t.dtype.kind in "fc":
+        # NumPy gives NaN for a slice that holds one, whatever the method; CuPy sorts NaN last and
+        # takes its "nearest", "lower", ... element without looking at it.
+        nan = xp.isnan(t.data).any(axis=axis, keepdims=keepdims)
+        result = xp.where(nan, xp.asarray(np.nan, dtype=result.dtype), result)
+    return to_out(Tensor(result, t.device), out)
+
+
+_PROPAGATES_NAN = ("quantile", "percentile")
 
 
 def _q_on(xp, q):

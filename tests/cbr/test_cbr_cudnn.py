@@ -236,7 +236,8 @@ def test_table_names_missing_from_cuda_fall_back_to_heuristics(monkeypatch):
 def test_bad_operands_raise_before_any_graph(cache):
     x = cupy.zeros((2, 8, 8, 16), dtype=cupy.float32)
     w = cupy.zeros((16, 3, 3, 16), dtype=cupy.float32)
-    with pytest.raises(TypeError, match="x and w of one dtype among float16, float32, float64"):
+    with pytest.raises(TypeError, match="x and w of one dtype among bfloat16, float16, float32, float64; "
+                                        "got x float32, w float16"):
         conv2d(x, w.astype(cupy.float16), 1, 1, cache=cache)       # float32 alone is taken: not with float16
     with pytest.raises(ValueError, match="x has 16 channels but w expects 8"):
         conv2d(x.astype(cupy.float16), cupy.zeros((16, 3, 3, 8), cupy.float16), cache=cache)

@@ -59,7 +59,13 @@ def test_casts_on_cuda():
     x = cuda(bits)
     with np.errstate(all="ignore"):
         for dt in ALL_DTYPES:
-            assert_same(x.astype(dt).numpy(), bits.astype(dt), f"bfloat16 -> {dt}")
+            got, want = x.astype(dt).numpy(), bits.astype(dt)
+            if np.dtype(dt).kind in "iu":       # out of range (NaN too) is undefined: NumPy warns, ml_dtypes
+                t = np.trunc(bits.astype(np.float64))   # versions differ (0, or wrapped through int)
+                info = np.iinfo(dt)
+                keep = (t >= info.min) & (t <= info.max)
+                got, want = got[keep], want[keep]
+            assert_same(got, want, f"bfloat16 -> {dt}")
         f64 = rng.standard_normal(5000) * 10.0 ** rng.integers(-40, 39, 5000)
         assert_same(cuda(f64).astype(BF).numpy(), f64.astype(BF), "float64 -> bfloat16")
         f32 = f64.astype(np.float32)
@@ -93,7 +99,9 @@ def test_reductions_on_cuda(axis):
     for kind in ("max", "min"):
         np.testing.assert_array_equal(_f64(getattr(lt, kind)(x, axis=axis).numpy()), getattr(np, kind)(f, axis=axis))
     assert_rounded_once(lt.var(x, axis=axis).numpy(), np.var(f, axis=axis), np.mean(f * f, axis=axis) * f.size, "var")
-    assert float(cuda(np.ones(5000, BF)).sum()) == 5000.0
+    # float32 accumulation rounded once: 5000 lies between the bfloat16 neighbours 4992 and 5024
+    # (NumPy's bfloat16 accumulator would stop at 256)
+    assert float(cuda(np.ones(5000, BF)).sum()) == float(np.float32(5000).astype(BF)) == 4992.0
 
 
 @pytest.mark.parametrize("shapes", [((128, 256), (256, 64)), ((3, 64, 40), (40, 24)), ((256,), (256, 8))])

@@ -31,6 +31,7 @@ CASES = {
     "nancumsum": lambda m, x: m.nancumsum(x, axis=1), "median": lambda m, x: m.median(x, axis=1),
     "nanmedian": lambda m, x: m.nanmedian(x, axis=(0, 2)), "quantile": lambda m, x: m.quantile(x, [0.1, 0.9], axis=2),
     "percentile": lambda m, x: m.percentile(x, 30, axis=0, method="nearest"),
+    "quantile lower": lambda m, x: m.quantile(x, [0.2, 0.7], axis=0, method="lower", keepdims=True),
     "average": lambda m, x: m.average(x, axis=1),
     "ptp": lambda m, x: m.ptp(x, axis=2), "isclose": lambda m, x: m.isclose(x, x + 1e-9, equal_nan=True),
     "trace": lambda m, x: m.trace(x), "diagonal": lambda m, x: m.diagonal(x, 1, 0, 2),

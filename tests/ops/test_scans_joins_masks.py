@@ -457,6 +457,38 @@ def test_index_update_in_place_is_one_scatter_kernel_reading_its_rows():
     np.testing.assert_array_equal(y.numpy(), want)
 
 
+def test_update_of_a_temporary_gather_is_one_kernel_and_a_named_one_keeps_numpy_s_meaning():
+    """`y[k] += v`: the `y[k]` that only the statement holds takes no memory of its own (no gather and
+    update kernels before the write); a gather bound to a name still sees its own write, y does not."""
+    rng = np.random.default_rng(9)
+    x, a = rng.standard_normal((6, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    y, want, t, ta = lt.asarray(x.copy()), x.copy(), lt.asarray(x), lt.asarray(a)
+    idx = np.array([4, 1, 0])[::-1]                    # a view: NumPy's index of negative stride
+    with lt.profile() as p:
+        y[idx] += ta
+    want[idx] += a
+    assert _kinds(p) == ["scatter"]
+    np.testing.assert_array_equal(y.numpy(), want)
+    m = x > 0
+    tm = lt.asarray(m)
+    with lt.profile() as p:
+        y[tm] += t[tm] * 2                             # the same mask object: one where kernel
+    want[m] += x[m] * 2
+    assert _one_kernel_over(p, x.size)
+    np.testing.assert_array_equal(y.numpy(), want)
+    g = y[idx]
+    g += 1.0
+    np.testing.assert_array_equal(g.numpy(), want[idx] + 1)
+    np.testing.assert_array_equal(y.numpy(), want)
+    yi = lt.asarray(np.arange(6))
+    with pytest.raises(TypeError, match="same_kind"):
+        yi[[0, 1]] += 1.5                              # NumPy: a float64 result is no int64's under same_kind
+    with pytest.raises(ValueError, match="shape"):
+        y[idx] += lt.asarray(np.ones((2, 3, 4), np.float32))
+    np.testing.assert_array_equal(yi.numpy(), np.arange(6))
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
 def test_row_gather_gradient_adds_repeated_rows():
     rng = np.random.default_rng(8)
     x, w = rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
