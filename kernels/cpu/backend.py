@@ -19,6 +19,7 @@ import numpy as np
 from lazytensor.kernels import launch_log
 from lazytensor.kernels.backend import Backend
 from lazytensor.kernels.background_compile import BackgroundCompiler, wait_for_compiler
+from lazytensor.kernels.tier import interpreter_forced
 from lazytensor.kernels.cache import KernelCache, cache_folder, report_damaged, write_atomically
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
 from lazytensor.kernels.cpu.numba_import import import_numba
@@ -389,6 +390,8 @@ class CpuBackend(Backend):
                 fn = None if kernel is None else kernel.module.kernel_stream
         if fn is not None and fn.overloads:
             tier = "tier: the compiled kernel"
+        elif interpreter_forced():
+            tier = "tier: the interpreter (NumPy ufuncs; LAZYTENSOR_TIER=interpreter: no kernel compiles)"
         elif wait_for_compiler():
             tier = "tier: the compiled kernel (LAZYTENSOR_JIT_WAIT=1: the first call waits for numba)"
         else:
