@@ -19,6 +19,7 @@ from lazytensor.kernels.background_compile import BackgroundCompiler, LocalJob, 
 from lazytensor.kernels.cache import KernelCache, Unkept, cache_dir, cache_folder
 from lazytensor.kernels.cpu.compile_jobs import compile_module
 from lazytensor.kernels.cpu.kernel_module import INTP, compile_calls, kernel_name, module_for, numba_signature, on_disk
+from lazytensor.kernels.tier import interpreter_forced
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
 from lazytensor.kernels.cpu.interpret import run_program
 from lazytensor.kernels.cpu.interpret_reduce import run_reduction as interpret_reduction
@@ -429,6 +430,8 @@ class CpuBackend(Backend):
         state = self.compiler.state((program, layout, _signature(out, inputs, None)))
         if fn is not None and fn.overloads:
             tier = "tier: the compiled kernel" + (f" ({state})" if state else "")
+        elif interpreter_forced():
+            tier = "tier: the interpreter (NumPy ufuncs; LAZYTENSOR_TIER=interpreter: no kernel compiles)"
         elif wait_for_compiler():
             tier = "tier: the compiled kernel (LAZYTENSOR_JIT_WAIT=1: the first call waits for numba)"
         elif state is not None and self.compiler.lost((program, layout, _signature(out, inputs, None))):

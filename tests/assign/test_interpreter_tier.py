@@ -227,3 +227,18 @@ def test_a_call_the_interpreter_cannot_serve_still_submits_its_compile(monkeypat
     with pytest.raises(RuntimeError, match="cannot serve"):
         lt.evaluate(lt.exp(lt.asarray(np.ones(3, np.float32))))
     assert len(submitted) == 1
+
+
+def test_a_reduction_the_interpreter_cannot_serve_still_submits_its_compile(monkeypatch):
+    backend = backend_for("cpu")
+    monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
+    monkeypatch.setattr(backend, "kernels", KernelCache())
+    submitted = []
+    monkeypatch.setattr(backend.compiler, "submit", lambda key, job: submitted.append(key))
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the interpreter cannot serve this call")
+    monkeypatch.setattr("lazytensor.kernels.cpu.backend.interpret_reduction", refuse)
+    with pytest.raises(RuntimeError, match="cannot serve"):
+        lt.evaluate(lt.sum(lt.exp(lt.asarray(np.ones(3, np.float32)))))
+    assert len(submitted) == 1
