@@ -18,7 +18,7 @@ def import_numba() -> None:
     global _imported
     if _imported:
         return
-    with _interrupts_held():
+    with _interrupts_held(_done):
         import numba                    # noqa: F401
         import numba.core.caching       # noqa: F401
         import numba.core.registry      # noqa: F401
@@ -27,24 +27,32 @@ def import_numba() -> None:
         import lazytensor.kernels.cpu.numba_cache     # noqa: F401
         import lazytensor.kernels.cpu.numba_prelude   # noqa: F401
         import lazytensor.kernels.cpu.numba_stream    # noqa: F401
+
+
+def _done() -> None:
+    global _imported
     _imported = True
 
 
 @contextmanager
-def _interrupts_held():
+def _interrupts_held(on_success):
     """SIGINT recorded instead of raised while the block runs, then raised as the handler before it
-    would have (a KeyboardInterrupt by default). Elsewhere than in the main thread, nothing to hold."""
+    would have (a KeyboardInterrupt by default), after on_success() where the block completed.
+    Elsewhere than in the main thread, nothing to hold."""
     if threading.current_thread() is not threading.main_thread():
         yield
+        on_success()
         return
     caught = []
     try:
         previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
     except (ValueError, OSError):       # (an embedding interpreter without signal support)
         yield
+        on_success()
         return
     try:
         yield
+        on_success()
     finally:
         signal.signal(signal.SIGINT, previous)
         if caught:
