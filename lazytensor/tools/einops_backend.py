@@ -44,13 +44,13 @@ class _ThenDefine(importlib.abc.Loader):
         define(module)
 
 
-def define(backends) -> None:
+def define(einops_module) -> None:
     """The backend class, kept on einops' module (einops lists subclasses, which are weakly held)."""
-    if hasattr(backends, "LazytensorBackend"):
+    if hasattr(einops_module, "LazytensorBackend"):
         return
     from lazytensor.core.operand import Operand
 
-    class LazytensorBackend(backends.AbstractBackend):
+    class LazytensorBackend(einops_module.AbstractBackend):
         framework_name = "lazytensor"
 
         def is_appropriate_type(self, tensor):
@@ -102,4 +102,4 @@ def define(backends) -> None:
             from lazytensor.ops.einsum import einsum
             return einsum(pattern, *x)
 
-    backends.LazytensorBackend = LazytensorBackend
+    einops_module.LazytensorBackend = LazytensorBackend
