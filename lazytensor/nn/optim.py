@@ -39,6 +39,10 @@ class Optimizer:
         m[...] = p.astype(np.float32)
         return m
 
+    def _state(self) -> list:
+        """A zero tensor per parameter, in the dtype its update computes in (float32 beside master weights)."""
+        return [zeros(p.shape, _F32 if m is not None else p.dtype, p.device) for p, m in zip(self.params, self.master)]
+
     def _check(self, grads) -> list:
         grads = list(grads)
         if len(grads) != len(self.params):
@@ -92,8 +96,7 @@ class SGD(Optimizer):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.dampening = float(momentum), float(dampening)
         self.weight_decay, self.nesterov = float(weight_decay), nesterov
-        self.buffers = [zeros(p.shape, _F32 if m is not None else p.dtype, p.device) if momentum else None
-                        for p, m in zip(self.params, self.master)]
+        self.buffers = self._state() if momentum else [None] * len(self.params)
 
     def _update(self, i, w, g):
         if self.weight_decay:
@@ -117,8 +120,8 @@ class AdamW(Optimizer):
         super().__init__(params, lr, master_weights)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
-        self.v = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
+        self.m = self._state()
+        self.v = self._state()
 
     def _update(self, i, w, g):
         t = self.taken + 1                    # this step's number, on the device (float64 below, as Python's)
@@ -151,8 +154,7 @@ class LARS(Optimizer):
         super().__init__(params, lr, master_weights)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.trust_coefficient = float(trust_coefficient)
-        self.buffers = [zeros(p.shape, _F32 if m is not None else p.dtype, p.device) if momentum else None
-                        for p, m in zip(self.params, self.master)]
+        self.buffers = self._state() if momentum else [None] * len(self.params)
 
     def _update(self, i, w, g):
         wn, gn = _norm(w), _norm(g)
@@ -177,8 +179,8 @@ class LAMB(Optimizer):
         super().__init__(params, lr, master_weights)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
-        self.v = [zeros(p.shape, _F32 if mm is not None else p.dtype, p.device) for p, mm in zip(self.params, self.master)]
+        self.m = self._state()
+        self.v = self._state()
 
     def _update(self, i, w, g):
         t = self.taken + 1
