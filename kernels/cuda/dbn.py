@@ -1,6 +1,6 @@
-"""The dBN stage of the CBR backward (drelu + dBN) as hand-written CUDA C kernels over float16 or
-float32 NHWC activations with K a multiple of 8, each thread moving 8 channels per access (16 bytes
-of float16, two 16-byte accesses of float32).
+"""The dBN stage of the CBR backward (drelu + dBN) as hand-written CUDA C kernels over float16,
+bfloat16 or float32 NHWC activations with K a multiple of 8, each thread moving 8 channels per access
+(16 bytes of float16 or bfloat16, two 16-byte accesses of float32).
 
 Design: docs/design/cbr-backward.md, section "kernels/cuda/dbn.py".
 """
@@ -15,7 +15,7 @@ from lazytensor.kernels.cuda.render_cuda import CudaSource
 BLOCK_THREADS = 256         # the most threads of a block; the shared sums buffer is sized for it
 FINISH_ROWS = 32            # lt_dbn_finish: threads per channel (blockDim.y), each summing every 32nd partial
 VECTOR = 8                  # channels per access: one mask byte
-DTYPES = ("float16", "float32")
+DTYPES = ("float16", "bfloat16", "float32")
 
 _HEAD = r"""#include <cuda_fp16.h>
 #define RELU {relu}
@@ -45,6 +45,11 @@ __device__ __forceinline__ uint4 lt_select8(uint4 w, unsigned int m) {{
     return w;
 }}
 """
+
+# bfloat16: the float16 vector with bfloat16 pairs (same 16-bit lanes, so the same bit selection)
+_HEAD_BF16 = (_HEAD.replace("cuda_fp16.h", "cuda_bf16.h").replace("8 float16", "8 bfloat16")
+              .replace("__half22float2", "__bfloat1622float2").replace("__floats2half2_rn", "__floats2bfloat162_rn")
+              .replace("__half2", "__nv_bfloat162"))
 
 _HEAD_F32 = r"""#define RELU {relu}
 // 8 float32 channels: two 16-byte vectors
@@ -265,16 +270,18 @@ def kernel_names(relu: bool) -> dict:
 def render_dbn(relu: bool, dtype="float16") -> CudaSource:
     """One translation unit with the stage's kernels for the ReLU form (relu=True: the mask is read,
     and lt_dbn_drelu is there for d(skip)) or the batch_norm form (relu=False: no mask), over float16
-    or float32 activations (the same kernels over another 8-channel vector type)."""
+    bfloat16 or float32 activations (the same kernels over another 8-channel vector type)."""
     dtype = np.dtype(dtype).name
     if dtype not in DTYPES:
         raise ValueError(f"the dBN kernels take {' or '.join(DTYPES)} activations; got {dtype}")
     names = kernel_names(relu)
     body = (_SUMS.format(name=names["sums"]) + _FINISH.format(name=names["finish"])
             + _DX.format(name=names["dx"]) + (_DRELU.format(name=names["drelu"]) if relu else ""))
-    head = (_HEAD if dtype == "float16" else _HEAD_F32).format(relu=1 if relu else 0) + _MASKED.format()
+    heads = {"float16": _HEAD, "bfloat16": _HEAD_BF16, "float32": _HEAD_F32}
+    head = heads[dtype].format(relu=1 if relu else 0) + _MASKED.format()
     suffix = "" if dtype == "float16" else f"_{dtype}"
-    return CudaSource(f"lt_dbn_{'relu' if relu else 'bn'}{suffix}", head + body, dtype == "float16", body)
+    return CudaSource(f"lt_dbn_{'relu' if relu else 'bn'}{suffix}", head + body, dtype == "float16", body,
+                      bfloat16=dtype == "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -380,4 +387,4 @@ def dbn_drelu(compiler, geometry: DbnGeometry, dy, mask, out) -> None:
 
 def aligned(*arrays) -> bool:
     """Whether every array starts on a 16-byte boundary (the kernels' vector accesses need it)."""
-    return all((a.data.ptr if hasattr(a.data, "ptr") else a.ctypes.data) % 16 == 0 for a in arrays)
+    return all((a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr) % 16 == 0 for a in arrays)

@@ -23,7 +23,7 @@ from tests.plan.conv.test_cbr_backward_cuda_cpu import _CpuWithCudaCapabilities,
 F16 = np.dtype(np.float16)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("relu", [True, False], ids=["relu", "no_relu"])
 def test_the_dbn_kernels_compile_to_ptx(relu, dtype):
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the 'test' extra) compiles CUDA C to PTX")
@@ -36,7 +36,7 @@ def test_the_dbn_kernels_compile_to_ptx(relu, dtype):
     # trip and a last row: 6 loads each; and dY in d(skip)) as 128-bit loads, d(conv_out) (3) and
     # d(skip) (1 in lt_dbn_drelu, 3 in the sums: the residual form writes it from the loads of dY the
     # sums made, no load more) as 128-bit stores; float32: two of each per 8 channels
-    vectors = 1 if dtype == "float16" else 2
+    vectors = 2 if dtype == "float32" else 1
     assert len(re.findall(r"ld\.global\.nc\.v4\.[ubf]32", ptx)) == (12 + relu) * vectors
     assert len(re.findall(r"st\.global\.v4\.[ubf]32", ptx)) == (3 + 4 * relu) * vectors
     assert ("ld.global.nc.u8" in ptx) == relu      # the mask, a byte per 8 channels
@@ -138,7 +138,8 @@ def _plan(expr, backend):
     return steps, out
 
 
-@pytest.mark.parametrize("dtype", [F16, np.dtype(np.float32)], ids=["float16", "float32"])
+@pytest.mark.parametrize("dtype", [F16, np.dtype(lt.bfloat16), np.dtype(np.float32)],
+                         ids=["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("relu, residual", [(True, False), (True, True), (False, False)],
                          ids=["relu", "residual", "no_relu"])
 def test_the_plan_takes_the_vector_kernels(stand_in, relu, residual, dtype):
@@ -160,7 +161,7 @@ def test_the_plan_takes_the_vector_kernels(stand_in, relu, residual, dtype):
         steps, got = _plan(d_skip, stand_in)
         assert [type(s).__name__ for s in steps] == ["DbnSumsStep"]
         assert "writes d(skip)" in steps[0].describe(False)
-        bits = np.uint16 if dtype == F16 else np.uint32
+        bits = np.uint32 if dtype == np.float32 else np.uint16
         assert (got.view(bits) == want[3].view(bits)).all()
 
 
