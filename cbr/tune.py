@@ -12,6 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+from ml_dtypes import bfloat16 as BFLOAT16
+
 from .conv_key import ConvKey
 from .cudnn_cache import device_identity
 from .cudnn_errors import CudnnGraphRejected
@@ -178,7 +181,7 @@ def parse_args(argv):
     p.add_argument("--max-plans", type=int, default=8, help="plans timed per graph, in heuristic order (0: all)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per plan after one warm-up")
     p.add_argument("--budget-s", type=float, default=0.0, help="wall-clock bound for the whole run (0: none)")
-    p.add_argument("--dtype", default="float16", choices=["float16", "float32", "float64"],
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32", "float64"],
                    help="the activations' and weights' dtype (default float16)")
     p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
                    help="float32: tune the graphs with TF32 engines allowed (lt.config.conv_allow_tf32's default), "
@@ -194,16 +197,19 @@ def allocate_buffers(cupy, key: ConvKey) -> dict:
     n, p, q, k = key.out_shape
     rng = cupy.random.RandomState(0)
     fan_in = key.c * key.r * key.s
-    act = key.dtype
+    act = np.dtype(BFLOAT16) if key.dtype == "bfloat16" else np.dtype(key.dtype)
+
+    def cast(values):       # CuPy casts to NumPy's dtypes only: bfloat16 is rounded on the host
+        return cupy.asarray(cupy.asnumpy(values).astype(act)) if act == BFLOAT16 else values.astype(act)
     return {
-        "x": rng.standard_normal(key.x_shape, dtype=cupy.float32).astype(act),
-        "w": (rng.standard_normal(key.w_shape, dtype=cupy.float32) / math.sqrt(fan_in)).astype(act),
+        "x": cast(rng.standard_normal(key.x_shape, dtype=cupy.float32)),
+        "w": cast(rng.standard_normal(key.w_shape, dtype=cupy.float32) / math.sqrt(fan_in)),
         "y": cupy.empty((n, p, q, k), dtype=act),
         "sum": cupy.zeros(k, dtype=cupy.float32),
         "sum_sq": cupy.zeros(k, dtype=cupy.float32),
         "eq_scale": rng.uniform(0.5, 1.5, (k,), dtype=cupy.float32),
         "eq_bias": rng.standard_normal((k,), dtype=cupy.float32),
-        "dy": rng.standard_normal((n, p, q, k), dtype=cupy.float32).astype(act),
+        "dy": cast(rng.standard_normal((n, p, q, k), dtype=cupy.float32)),
         "dx": cupy.empty(key.x_shape, dtype=act),
         "dw": cupy.empty(key.w_shape, dtype=act),
         # the dBN graph (dbn_relu): the packed ReLU mask (random bits), the BN vectors and its outputs

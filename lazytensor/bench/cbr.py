@@ -34,6 +34,7 @@ import numpy as np
 
 import lazytensor as lt
 from lazytensor.reuse import replay
+from lazytensor.bench.cbr_backward import torch_view
 from lazytensor.bench.table import Table
 from lazytensor.kernels.timing import burst_ms, time_host
 
@@ -174,8 +175,8 @@ class TorchPeer:
         import torch.nn.functional as F
         self.torch, self.F = torch, F
         # NHWC / KRSC memory viewed as NCHW / KCRS: exactly PyTorch's channels_last layout
-        self.x = torch.from_dlpack(case.x.data).permute(0, 3, 1, 2)
-        self.w = torch.from_dlpack(case.w.data).permute(0, 3, 1, 2)
+        self.x = torch_view(torch, case.x.data).permute(0, 3, 1, 2)
+        self.w = torch_view(torch, case.w.data).permute(0, 3, 1, 2)
         assert self.x.is_contiguous(memory_format=torch.channels_last)
         k = self.w.shape[0]
         dev = self.x.device
@@ -206,7 +207,7 @@ class TorchPeer:
             return fn()
 
 
-def run_cuda(print_fn=print, dtypes=(np.float16, np.float32)) -> Table:
+def run_cuda(print_fn=print, dtypes=(np.float16, lt.bfloat16, np.float32)) -> Table:
     import cupy
     time_gpu = _gpu_timer(cupy)
     name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
@@ -258,7 +259,7 @@ def run_cuda(print_fn=print, dtypes=(np.float16, np.float32)) -> Table:
                 try:   # same numbers? (training forward, batch statistics)
                     case.fused(True)
                     ref = peer.run(peer.train).permute(0, 2, 3, 1)
-                    got = torch.from_dlpack(case.out.data)
+                    got = torch_view(torch, case.out.data)
                     table.notes.append(f"{label}: max |lazytensor - PyTorch| (train y) = "
                                        f"{(got.float() - ref.float()).abs().max().item():.3g}")
                 except Exception as e:  # noqa: BLE001

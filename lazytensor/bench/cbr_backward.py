@@ -214,13 +214,20 @@ def _stage_kernel_rows(table, label, b, time_fn, bw, guarded, reps: int = 20):
 
 # -- peers ---------------------------------------------------------------------------------------
 
+def torch_view(torch, array):
+    """A PyTorch view of a CuPy array; bfloat16 travels as its 16-bit pattern (DLPack may lack it)."""
+    if array.dtype == lt.bfloat16:
+        return torch.from_dlpack(array.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_dlpack(array)
+
+
 def torch_peers(torch, case):
     """(name, make) pairs: make(backward_case) -> a callable running one fwd+bwd in PyTorch."""
     import torch.nn.functional as F
-    x = torch.from_dlpack(case.x.data).permute(0, 3, 1, 2).detach().requires_grad_(True)
-    w = torch.from_dlpack(case.w.data).permute(0, 3, 1, 2).detach().requires_grad_(True)
-    gamma = torch.from_dlpack(case.gamma.data).clone().requires_grad_(True)
-    beta = torch.from_dlpack(case.beta.data).clone().requires_grad_(True)
+    x = torch_view(torch, case.x.data).permute(0, 3, 1, 2).detach().requires_grad_(True)
+    w = torch_view(torch, case.w.data).permute(0, 3, 1, 2).detach().requires_grad_(True)
+    gamma = torch_view(torch, case.gamma.data).clone().requires_grad_(True)
+    beta = torch_view(torch, case.beta.data).clone().requires_grad_(True)
     k = w.shape[0]
     rm = torch.zeros(k, device=x.device)
     rv = torch.ones(k, device=x.device)
@@ -231,11 +238,12 @@ def torch_peers(torch, case):
 
     def make(fn):
         def build(b):
-            dy = torch.from_dlpack(b.dy.data).permute(0, 3, 1, 2)
+            dy = torch_view(torch, b.dy.data).permute(0, 3, 1, 2)
 
             def step():
-                # float16 activations under autocast; float32 ones in float32 (PyTorch's default TF32)
-                with torch.autocast("cuda", dtype=torch.float16, enabled=x.dtype == torch.float16):
+                # 16-bit activations under autocast in their dtype; float32 ones in float32 (PyTorch's default TF32)
+                half = x.dtype in (torch.float16, torch.bfloat16)
+                with torch.autocast("cuda", dtype=x.dtype if half else torch.float16, enabled=half):
                     y = fn(x, w, gamma, beta)
                 return torch.autograd.grad(y, (x, w, gamma, beta), dy if dy.dtype == y.dtype else dy.to(y.dtype))
             return step
