@@ -113,7 +113,8 @@ def main(argv=None) -> int:
         },
     )
     # float16 keeps the model's file; other dtypes (and TF32) get files of their own, merged on reading
-    variant = "" if args.dtype == "float16" else f"-{args.dtype}{'-tf32' if args.tf32 else ''}"
+    tf32 = "-tf32" if args.tf32 and args.dtype == "float32" else ""
+    variant = "" if args.dtype == "float16" else f"-{args.dtype}{tf32}"
     out_path = Path(args.out) / table.file_name(args.model + variant)
     print(f"# {args.model}, batch {batch}: {len(shapes)} distinct conv shapes x {len(kinds)} graphs on {gpu_name}, "
           f"cuDNN {cudnn_version}, frontend {table.meta['cudnn_frontend']} -> {out_path}", flush=True)

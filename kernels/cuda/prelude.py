@@ -215,15 +215,15 @@ __device__ __forceinline__ float lt_nextafter<16, float>(float x, float y) {
 
 
 # Only kernels that touch bfloat16 include cuda_bf16.h. Values live in float registers, as float16's;
-# the rounding is written out on the bits so that the CUDA and numba kernels give the same bits as
-# ml_dtypes, NaNs included (the quiet NaN of its sign; __float2bfloat16_rn gives one NaN for all).
+# a NaN is rounded on the bits so that the CUDA and numba kernels give the same bits as ml_dtypes (the
+# quiet NaN of its sign; __float2bfloat16_rn gives one NaN for all), other values by the hardware's cvt.
 BFLOAT16 = r"""
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ unsigned short lt_f2bf_bits(float x) {
-    const unsigned int u = __float_as_uint(x);
-    return x != x ? (unsigned short)(((u >> 16) & 0x8000u) | 0x7FC0u)
-                  : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    // the hardware's round to nearest even (one cvt: these kernels are otherwise bound by the rounding)
+    return x != x ? (unsigned short)(((__float_as_uint(x) >> 16) & 0x8000u) | 0x7FC0u)
+                  : __bfloat16_as_ushort(__float2bfloat16_rn(x));
 }
 __device__ __forceinline__ __nv_bfloat16 lt_f2bf(float x) { return __ushort_as_bfloat16(lt_f2bf_bits(x)); }
 __device__ __forceinline__ float lt_bf2f_bits(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }
