@@ -132,9 +132,15 @@ def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=N
     return values
 
 
+_scalar_slots: dict = {}     # program -> ((instruction, scalar index, dtype), ...)
+
+
 def converted_scalars(program: ElementwiseProgram, scalars) -> dict:
-    return {i: np.asarray(scalars[args[0]]).astype(np.dtype(dtype))
-            for i, (op, dtype, *args) in enumerate(program.instrs) if op == "scalar"}
+    slots = _scalar_slots.get(program)
+    if slots is None:
+        slots = _scalar_slots.setdefault(program, tuple(
+            (i, args[0], np.dtype(dtype)) for i, (op, dtype, *args) in enumerate(program.instrs) if op == "scalar"))
+    return {i: np.asarray(scalars[k]).astype(dtype) for i, k, dtype in slots}
 
 
 def blocks(shape: tuple, block: int = BLOCK):
