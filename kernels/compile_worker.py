@@ -14,6 +14,8 @@ import sys
 import time
 import traceback
 
+NICENESS = 10
+
 
 def _send(out, message) -> bool:
     """Write one reply; False once the parent has gone (the jobs still run: their results are the
@@ -64,6 +66,13 @@ def serve(source, out, when_idle=()) -> None:
 def main(argv) -> int:
     # An interrupt of the parent's terminal is the parent's; the worker finishes what it was given.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Below the parent's priority: on a machine with few cores, the calls the interpreter tier
+    # serves meanwhile keep their core (the compile only fills the disk cache for later).
+    if hasattr(os, "nice"):
+        try:
+            os.nice(NICENESS)
+        except OSError:
+            pass
     source, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr          # (nothing a job prints may corrupt the replies)
     later = []

@@ -150,7 +150,7 @@ class CpuBackend(Backend):
         memory: the calls it would make are recorded here (no numba), compiled by a compile worker
         into the disk cache, and job() runs on the thread once they are there (numba's cache serves
         it). Where a recording has more than one kernel or no worker can be used, the thread runs job()."""
-        if self.compiler.submitted(key):
+        if self.compiler.submitted(key) or interpreter_forced():    # (forced: nothing compiles)
             return
         recording = None
         if cache_folder("cpu") is not None:
@@ -254,7 +254,7 @@ class CpuBackend(Backend):
         compiles it into the disk cache; each variant is loaded from there as it comes. A kernel
         a process before left on disk is loaded by the thread here; where no worker can be used
         (no disk cache to hand it over, no process), the thread compiles."""
-        if self.compiler.submitted(key):
+        if self.compiler.submitted(key) or interpreter_forced():    # (forced: nothing compiles)
             return
         calls = self._compile_calls(program, layout, key[2], elements, scalars)
         local = lambda: self._compile(program, layout, calls)        # noqa: E731

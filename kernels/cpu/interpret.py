@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.kernels.cpu.interpret_plan import PlanCache, build_plan
 from lazytensor.kernels.ops import BFLOAT16, OPS, is_float
 from lazytensor.kernels.program import ElementwiseProgram
 
@@ -96,10 +97,18 @@ def _dies_after(program: ElementwiseProgram) -> tuple:
     return dies
 
 
-def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=None) -> list:
+def _generic(program: ElementwiseProgram, i: int, values):
+    """Instruction i (an op) computed from `values` as evaluate_block does."""
+    op, dtype, *args = program.instrs[i]
+    value = np.asarray(_value(op, [values[a] for a in args]))
+    return value if value.dtype == dtype else value.astype(dtype)
+
+
+def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=None, trace=None) -> list:
     """The program's values over `inputs` (NumPy arrays or views that broadcast together), each
     intermediate dropped after its last use: the list holds only the stored values (and the
-    result) at the end. `scalar_values`: the scalars converted once, for a call of many blocks."""
+    result) at the end. `scalar_values`: the scalars converted once, for a call of many blocks.
+    `trace`: a list that receives each value's (shape, dtype) as computed."""
     values = []
     dies = _dies_after(program)
     for i, (op, dtype, *args) in enumerate(program.instrs):
@@ -112,17 +121,26 @@ def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=N
             value = values[args[0]].astype(dtype)
         else:
             value = np.asarray(_value(op, [values[a] for a in args]))
+            natural = value.dtype
             if value.dtype != dtype:
                 value = value.astype(dtype)
+        if trace is not None:
+            trace.append((value.shape, natural if op not in ("load", "scalar", "astype") else value.dtype))
         values.append(value)
         for vid in dies[i]:
             values[vid] = None
     return values
 
 
+_scalar_slots: dict = {}     # program -> ((instruction, scalar index, dtype), ...)
+
+
 def converted_scalars(program: ElementwiseProgram, scalars) -> dict:
-    return {i: np.asarray(scalars[args[0]]).astype(np.dtype(dtype))
-            for i, (op, dtype, *args) in enumerate(program.instrs) if op == "scalar"}
+    slots = _scalar_slots.get(program)
+    if slots is None:
+        slots = _scalar_slots.setdefault(program, tuple(
+            (i, args[0], np.dtype(dtype)) for i, (op, dtype, *args) in enumerate(program.instrs) if op == "scalar"))
+    return {i: np.asarray(scalars[k]).astype(dtype) for i, k, dtype in slots}
 
 
 def blocks(shape: tuple, block: int = BLOCK):
@@ -160,6 +178,26 @@ def operand_block(a: np.ndarray, shape: tuple, index: tuple):
     return a[tuple(sub)]
 
 
+_plans = PlanCache()
+
+
+def _planned(program, operands, scalars, scalar_values, target, direct):
+    """evaluate_block's values through the kept plan for this block's structure (built from a
+    first evaluate_block); None where the plan wrote the stored value into `target`."""
+    key = (program, target.shape, direct, tuple((a.shape, a.dtype) for a in operands))
+    plan = _plans.take(key)
+    if plan is None:
+        trace = []
+        values = evaluate_block(program, operands, scalars, scalar_values, trace)
+        _plans.give(key, build_plan(program, trace, _dies_after(program), direct, lambda i, vals: _generic(program, i, vals)))
+        return values
+    try:
+        values = plan.run(program, operands, scalar_values, _dies_after(program), target)
+    finally:
+        _plans.give(key, plan)
+    return None if plan.direct else values
+
+
 def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, mask=None) -> None:
     """out[...] = the program over `inputs` (broadcast to out's shape) and `scalars`; with several
     outputs, the arrays after the program's inputs receive the others (out1, out2, ...), as the
@@ -173,11 +211,17 @@ def run_program(program: ElementwiseProgram, out: np.ndarray, inputs, scalars, m
     # A stored load is a view of its input: with several outputs, a store before it may write that
     # input (y, x = x, y), so it is copied first, as the kernel reads each element before storing.
     copied = {vid for vid, _ in stores if program.instrs[vid][0] == "load"} if len(stores) > 1 else ()
+    # The only store, the last value in the destination's dtype: the plan writes it straight there.
+    direct = bits is None and len(stores) == 1 and stores[0][0] == len(program.instrs) - 1 \
+        and np.dtype(stores[0][1]) == out.dtype
     with np.errstate(all="ignore"):
         scalar_values = converted_scalars(program, scalars)
         for index in blocks(shape):
-            values = evaluate_block(program, [operand_block(a, shape, index) for a in operands], scalars,
-                                    scalar_values)
+            block_operands = [operand_block(a, shape, index) for a in operands]
+            target = out if not index else out[index]
+            values = _planned(program, block_operands, scalars, scalar_values, target, direct)
+            if values is None:
+                continue                # (written into the destination by the plan)
             for vid in copied:
                 values[vid] = values[vid].copy()
             for target, (vid, _) in zip(targets, stores):

@@ -217,6 +217,7 @@ def test_interpreter_relu_of_a_0d_value(interpreter_only, dtype, value):
 def test_a_call_the_interpreter_cannot_serve_still_submits_its_compile(monkeypatch):
     backend = backend_for("cpu")
     monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
+    monkeypatch.delenv("LAZYTENSOR_TIER", raising=False)    # (a forced tier submits nothing)
     monkeypatch.setattr(backend, "kernels", KernelCache())
     submitted = []
     monkeypatch.setattr(backend.compiler, "submit", lambda key, job: submitted.append(key))
@@ -232,6 +233,7 @@ def test_a_call_the_interpreter_cannot_serve_still_submits_its_compile(monkeypat
 def test_a_reduction_the_interpreter_cannot_serve_still_submits_its_compile(monkeypatch):
     backend = backend_for("cpu")
     monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
+    monkeypatch.delenv("LAZYTENSOR_TIER", raising=False)    # (a forced tier submits nothing)
     monkeypatch.setattr(backend, "kernels", KernelCache())
     submitted = []
     monkeypatch.setattr(backend.compiler, "submit", lambda key, job: submitted.append(key))

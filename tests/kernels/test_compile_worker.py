@@ -176,3 +176,20 @@ def test_a_recording_builds_no_kernel_and_runs_nothing(monkeypatch):
     names = [name for name, _ in recording.calls]
     assert names[0].startswith("reduce_main") and all(isinstance(args, tuple) for _, args in recording.calls)
     assert any(a == (np.dtype(np.float64), 2, "C", False, True) for a in recording.calls[0][1])
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs os.getpriority")
+def test_the_worker_runs_below_its_parent_s_priority():
+    import pickle
+
+    from lazytensor.kernels.compile_worker import NICENESS
+    proc = subprocess.Popen([sys.executable, "-m", "lazytensor.kernels.compile_worker"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        _, what, pid = pickle.load(proc.stdout)
+        assert what == "ready" and pid == proc.pid
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert NICENESS > 0 and os.getpriority(os.PRIO_PROCESS, proc.pid) == min(19, mine + NICENESS)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)

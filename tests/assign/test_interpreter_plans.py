@@ -1,0 +1,48 @@
+"""The interpreter tier's kept plans (kernels/cpu/interpret_plan.py) give the bits of the first,
+unplanned call: a program's later calls of the same structure run the plan's ufunc calls into kept
+buffers, the stored value written straight into the destination."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+import lazytensor as lt
+from lazytensor.kernels.cpu import interpret
+from lazytensor.testing import dags
+from tests.support.tiers import interpreter_tier
+
+EXAMPLES = int(os.environ.get("LT_PROPERTY_EXAMPLES", "25"))
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.dtype, a.shape, a.tobytes()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(dag=dags(max_ops=6))
+def test_a_planned_call_gives_the_first_call_s_bits(dag):
+    with interpreter_tier():
+        first = lt.evaluate(dag.expr).numpy()
+        assert all(_bits(lt.evaluate(dag.expr).numpy()) == _bits(first) for _ in range(2)), repr(dag)
+
+
+def test_planned_calls_over_blocks_broadcasts_and_a_strided_destination():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((300, 700)).astype(np.float32)
+    x[::7, ::3] = -0.0
+    x[::11, 1::5] = np.nan
+    v = rng.standard_normal(700).astype(np.float32)
+    a, b = lt.asarray(x), lt.asarray(v)
+    want = np.maximum((x + v) * 3 - v, 0)
+    with interpreter_tier():
+        interpret._plans = interpret.PlanCache()
+        for _ in range(3):
+            y = lt.asarray(np.zeros((300, 1400), np.float32))
+            y[:, ::2] = lt.relu((a + b) * 3 - b)
+            got = y.numpy()[:, ::2]
+            assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+            assert not y.numpy()[:, 1::2].any()
+        assert interpret._plans._free          # (the later calls ran kept plans)
