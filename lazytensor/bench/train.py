@@ -27,6 +27,7 @@ without AMP on either side, each with its default math (TF32 convolutions, full 
 lt.config and torch.backends, printed with the table).
 
 LAZYTENSOR_BENCH_QUICK=1 (or --quick) runs each configuration for a few steps: a smoke test.
+LAZYTENSOR_BENCH_ONLY=ResNet-50 runs only the configurations whose label contains that text.
 """
 from __future__ import annotations
 
@@ -212,8 +213,11 @@ def run_train_bench(print_fn=print, device: str = "cpu", dtype: str | None = Non
     torch = _torch(device)
     rows = []
     configs = CPU_CONFIGS if device != "cuda" else FLOAT32_CONFIGS if dtype == "float32" else CUDA_CONFIGS
+    only = os.environ.get("LAZYTENSOR_BENCH_ONLY", "")
     for config, name, px, batch in configs:
         label = f"{config} {px}x{px}, batch {batch}"
+        if only not in label:
+            continue
         try:
             rows.append(lazytensor_row(label, name, px, batch, device, timer, amp))
         except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
