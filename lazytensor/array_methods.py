@@ -299,7 +299,7 @@ def array_function(self, func, types, args, kwargs):
 
 # -- writing a Tensor --------------------------------------------------------------------------------
 def setitem(self, key, value):
-    if write_scalar(self, key, value):
+    if type(value) is not Expr and write_scalar(self, key, value):
         return                                          # a scalar into a CPU tensor nothing reads
     if key is not Ellipsis and indexing.is_advanced(key):
         return indexing.setitem(self, key, value)      # a mask or index array: a scatter
