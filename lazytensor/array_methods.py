@@ -15,7 +15,7 @@ import numpy as np
 
 from lazytensor.assign import own_memory
 from lazytensor.assign.own_memory import memory_for_writes
-from lazytensor.assign.small_io import write_scalar
+from lazytensor.assign.small_io import inplace_scalar, write_scalar, written_back
 from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
                                         to_numpy_shared)
 from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
@@ -299,7 +299,11 @@ def array_function(self, func, types, args, kwargs):
 
 # -- writing a Tensor --------------------------------------------------------------------------------
 def setitem(self, key, value):
-    if type(value) is not Expr and write_scalar(self, key, value):
+    tv = type(value)
+    if tv is Tensor:
+        if written_back(self, key, value):
+            return                                      # `t[3] += 1`: the item view written onto itself
+    elif tv is not Expr and write_scalar(self, key, value):
         return                                          # a scalar into a CPU tensor nothing reads
     if key is not Ellipsis and indexing.is_advanced(key):
         return indexing.setitem(self, key, value)      # a mask or index array: a scatter
@@ -313,6 +317,8 @@ def assign(self, value) -> Tensor:
 
 
 def _inplace(self, op, other):
+    if type(self) is Tensor and inplace_scalar(self, op, other):
+        return self                                     # `t[3] += 1`: a 0-d CPU tensor nothing reads
     # An operand nothing else holds (the temporary `b * a` of `a += b * a`) is part of the value
     # being written: the write need not evaluate it first, though it reads `a` (assign.writes).
     private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()

@@ -57,3 +57,53 @@ def write_scalar(dest, key, value) -> bool:
         return False        # read-only: the general path says so in its words
     m.version += 1
     return True
+
+
+_INPLACE = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+_SCALARS = (int, float)
+
+
+def inplace_scalar(dest, op, other) -> bool:
+    """`dest op= other` done by NumPy's ufunc on dest's array, True, for a 0-d CPU Tensor (an item
+    view, `t[3] += 1`) of a numeric dtype nothing reads, a Python int or float `other`, and add,
+    subtract or multiply: NumPy 2's promotion and 'same_kind' cast are lazytensor's. False
+    (nothing done) otherwise."""
+    ufunc = _INPLACE.get(op)
+    if ufunc is None or type(other) not in _SCALARS or dest.shape or dest.device != "cpu" \
+            or dest.dtype.kind not in "iuf":
+        return False
+    m = dest.memory
+    if m is None:
+        m = memory_of(dest)
+    if m and m.read():
+        return False
+    if type(other) is float and dest.dtype.kind != "f":
+        return False        # the general path raises its 'same_kind' TypeError
+    d = dest.data
+    if not d.flags.writeable:
+        return False        # the general path says so in its words
+    d[()] = ufunc(d, other)     # (of d's dtype: `other` is weak, of a kind d's dtype holds)
+    m.version += 1
+    return True
+
+
+def written_back(dest, key, value) -> bool:
+    """Whether `dest[key] = value` writes an item view of dest onto itself (the end of `t[3] += 1`):
+    then only the write count goes up, as on the general path."""
+    view_of = value.view_of
+    if view_of is None or view_of[0] is not dest or len(view_of[1]) != 1:
+        return False
+    tk = type(key)
+    if tk is int:
+        canonical = (key, Ellipsis)
+    elif tk is tuple:
+        canonical = (*key, Ellipsis)
+    else:
+        return False
+    if view_of[1][0][0] != ("index", canonical):
+        return False
+    m = dest.memory
+    if m is None:
+        m = memory_of(dest)
+    m.version += 1
+    return True

@@ -16,6 +16,7 @@ import functools
 import numpy as np
 
 from lazytensor.core.expr import Const, Expr
+from lazytensor.core.readers import memory_of
 from lazytensor.core.tensor import Tensor, as_node
 
 
@@ -211,6 +212,7 @@ def int_view(x, key):
     out.dtype = x.dtype
     out.skey = x.skey           # (a Tensor's structure id is its dtype's load)
     out.layout = out.flat = None
-    out.memory = x.memory
+    m = x.memory
+    out.memory = m if m is not None else memory_of(x)
     out.view_of = (x, ((("index", canonical), shape),))
     return out

@@ -238,3 +238,32 @@ def test_a_gradient_reaches_the_tensor_through_an_item_view(tier):
     x = lt.asarray(np.array([[1.0, 2.0], [3.0, 4.0]]))
     (g,) = lt.grad(x[1, 0] * x[-1, -1] + lt.sum(x[0]) * 0, [x])
     np.testing.assert_array_equal(g.numpy(), [[0.0, 0.0], [4.0, 3.0]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["+=", "-=", "*="])
+def test_an_item_updated_in_place_as_numpy_and_the_general_path(tier, dtype, op):
+    """`t[i] op= v`: NumPy's values (integers wrap), and the errors of the general path (taken where
+    an expression reads t), which are NumPy's under 'same_kind'."""
+    for value in (1, -3, 2.5, 300, -0.0, True):
+        kind = np.dtype(dtype).kind
+        if type(value) is float and kind != "f" or type(value) is int and kind == "b":
+            continue    # (the general path itself raises without a reader and casts with one)
+        a = (np.arange(6) * 50).astype(dtype)
+        fast = lt.asarray(a.copy())
+        general = lt.asarray(a.copy())
+        reader = general * 1            # a live reader: the general path settles it first
+        outcomes = []
+        for t in (fast, general):
+            def update(t=t):
+                exec(f"t[-2] {op} value", {"t": t, "value": value})
+            outcomes.append(_outcome(update))
+        assert outcomes[0] == outcomes[1], (value, outcomes)
+        _same(fast.numpy(), general.numpy())
+        _same(reader.numpy(), a * 1)
+        if outcomes[0] is None and dtype != np.bool_:
+            want = a.copy()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                exec(f"want[-2:-1] {op} value", {"want": want, "value": value})
+            _same(fast.numpy(), want)
