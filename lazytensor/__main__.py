@@ -14,7 +14,7 @@ def main(argv=None) -> int:
     bench = sub.add_parser("bench", help="benchmark against NumPy/numexpr (cpu) or CuPy/torch (cuda)")
     bench.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     bench.add_argument("--suite", choices=["elementwise", "reduction", "cbr", "interactive", "several", "autodiff", "epilogue",
-                                           "train", "dask", "linalg", "all"],
+                                           "train", "dask", "linalg", "natural", "all"],
                        default="all")
     bench.add_argument("--quick", action="store_true",
                        help="a few steps per configuration: a smoke test, not a measurement (suite train; "

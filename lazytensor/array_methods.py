@@ -15,12 +15,14 @@ import numpy as np
 
 from lazytensor.assign import own_memory
 from lazytensor.assign.own_memory import memory_for_writes
+from lazytensor.assign.small_io import inplace_scalar, write_scalar, written_back
 from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
                                         to_numpy_shared)
 from lazytensor.core.expr import Expr, apply, astype as _node_astype, binary, operator_function, unary
 from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
 from lazytensor.core.tensor import Tensor, asarray
+from lazytensor.core.view_steps import int_view
 from lazytensor.ops import elementwise, indexing, matmul, reductions, scans, ufuncs, views
 
 
@@ -117,6 +119,8 @@ def array(self, dtype=None, copy=None):
 
 
 def item(self):
+    if type(self) is Tensor and not self.shape and self.device == "cpu":
+        return self.data.item()             # (`t[3].item()`, `float(t[3])`: a 0-d view's element)
     if self.shape and self.size != 1:      # (a 0-d operand, as a full reduction: no size to count)
         raise ValueError(f"can only convert a tensor of size 1 to a Python scalar, not size {self.size}")
     return _item(self)
@@ -129,8 +133,16 @@ def truth(self):
     return bool(self.item())
 
 
-def to_float(self): return float(self.item())
-def to_int(self): return int(self.item())
+def to_float(self):
+    if type(self) is Tensor and not self.shape and self.device == "cpu":
+        return float(self.data.item())
+    return float(self.item())
+
+
+def to_int(self):
+    if type(self) is Tensor and not self.shape and self.device == "cpu":
+        return int(self.data.item())
+    return int(self.item())
 def to_complex(self): return complex(self.item())
 
 
@@ -238,7 +250,12 @@ def fill(self, value):
 
 
 # -- views (no copy; see lazytensor.ops.views) ----------------------------------------------------------
-def getitem(self, key): return views.getitem(self, key)
+def getitem(self, key):
+    if type(self) is Tensor:
+        v = int_view(self, key)
+        if v is not None:
+            return v
+    return views.getitem(self, key)
 def T(self): return views.transpose(self)  # noqa: N802  (NumPy's name)
 
 
@@ -282,6 +299,12 @@ def array_function(self, func, types, args, kwargs):
 
 # -- writing a Tensor --------------------------------------------------------------------------------
 def setitem(self, key, value):
+    tv = type(value)
+    if tv is Tensor:
+        if written_back(self, key, value):
+            return                                      # `t[3] += 1`: the item view written onto itself
+    elif tv is not Expr and write_scalar(self, key, value):
+        return                                          # a scalar into a CPU tensor nothing reads
     if key is not Ellipsis and indexing.is_advanced(key):
         return indexing.setitem(self, key, value)      # a mask or index array: a scatter
     dest = self if key is Ellipsis else self[key]
@@ -294,6 +317,8 @@ def assign(self, value) -> Tensor:
 
 
 def _inplace(self, op, other):
+    if type(self) is Tensor and inplace_scalar(self, op, other):
+        return self                                     # `t[3] += 1`: a 0-d CPU tensor nothing reads
     # An operand nothing else holds (the temporary `b * a` of `a += b * a`) is part of the value
     # being written: the write need not evaluate it first, though it reads `a` (assign.writes).
     private = (other,) if sys.getrefcount(other) <= _OPERAND_CALL_REFS and isinstance(other, Operand) else ()

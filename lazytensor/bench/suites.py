@@ -28,6 +28,9 @@ def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None
         elif name == "linalg":            # lt.linalg against CuPy's calls (CUDA)
             from lazytensor.bench.linalg import run_linalg_bench
             run_linalg_bench(print_fn)
+        elif name == "natural":           # natural NumPy code: small reads and writes (CPU rows)
+            from lazytensor.bench.natural import run_natural_bench
+            run_natural_bench(print_fn, device)
         elif name == "several":           # several results at once: one module for both devices
             from lazytensor.bench.several import run_several_bench
             run_several_bench(print_fn, device)

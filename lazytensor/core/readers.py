@@ -29,6 +29,15 @@ class Memory(list):
         self.limit = 2 * len(self) + 16
         return [node for node in (r() for r in self) if node is not None]
 
+    def read(self) -> bool:
+        """Whether a live node may still read this memory's values: one not evaluated, or whose
+        result is this memory (a write settles those first, lazytensor.assign.writes). The list
+        keeps only their references: the others never need settling for this memory again."""
+        self[:] = [r for r in self if (node := r()) is not None
+                   and (node.result is None or node.result.memory is self)]
+        self.limit = 2 * len(self) + 16
+        return bool(self)
+
 
 # id(owner) -> a weak reference to its record. A record lives as long as a Tensor that looked it up
 # (t.memory), and such a Tensor keeps its owner alive, so an id is never reused while its record

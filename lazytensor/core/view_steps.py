@@ -16,6 +16,7 @@ import functools
 import numpy as np
 
 from lazytensor.core.expr import Const, Expr
+from lazytensor.core.readers import memory_of
 from lazytensor.core.tensor import Tensor, as_node
 
 
@@ -184,4 +185,34 @@ def _push(node, steps, memo):
             args.append(_push(a, a_steps, memo))
         out = Expr(node.op, tuple(args), steps[-1][1], node.dtype, node.device, False, node.attrs)
     memo[key] = out
+    return out
+
+
+_new = object.__new__
+
+
+def int_view(x, key):
+    """x[key] for a Tensor x and an int or tuple-of-ints key, as view(x, ("index", canonical_key(key)))
+    makes it, without its general steps (`float(t[3])`, `t[i, j]` in a loop); None where the key is
+    anything else, or x is not on the CPU. The view shares x's memory, so it shares x's record of readers too."""
+    if x.device != "cpu":
+        return None
+    tk = type(key)
+    if tk is int:
+        canonical = (key, Ellipsis)
+    elif tk is tuple and all(type(k) is int for k in key):
+        canonical = (*key, Ellipsis)
+    else:
+        return None
+    data = x.data[canonical]
+    out = _new(Tensor)
+    out.data = data
+    out.device = x.device
+    out.shape = shape = data.shape
+    out.dtype = x.dtype
+    out.skey = x.skey           # (a Tensor's structure id is its dtype's load)
+    out.layout = out.flat = None
+    m = x.memory
+    out.memory = m if m is not None else memory_of(x)
+    out.view_of = (x, ((("index", canonical), shape),))
     return out
