@@ -28,3 +28,14 @@ def test_amp_skip_on_one_rank_skips_on_every_rank(tmp_path):
     assert list(two["skipped"]) == [False, False, True, False, False]
     assert list(one["skipped"]) == list(two["skipped"])
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-3)     # float16: ranks round apart
+
+
+def test_explain_lists_the_buckets():
+    import lazytensor as lt
+    model = lt.nn.Sequential(lt.nn.Flatten(), lt.nn.Linear(48, 10, rng=np.random.default_rng(0)))
+    step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1), distributed=True)
+    step(np.zeros((4, 4, 4, 3), np.float32), np.zeros(4, np.int64))
+    text = lt.explain(step, source=False, detail=True)
+    assert "1 bucket of at most 25 MiB" in text
+    assert "bucket 1: 2 gradients, 0.002 MiB" in text
+    assert "CollectiveStep on cpu: all_reduce mean (gradient bucket 1 of 1)" in text
