@@ -152,7 +152,7 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
 
     from lazytensor.kernels.collectives import group
     g = group()
-    distributed = g.size > 1 or bool(args.sync_bn) or bool(args.nproc)
+    distributed = g.size > 1 or bool(getattr(args, "sync_bn", False)) or bool(getattr(args, "nproc", None))
     if g.rank != 0:         # one progress bar, one summary: rank 0's
         print_fn, show_bar = (lambda *a, **k: None), False
     device = args.device or default_device()
@@ -164,12 +164,13 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
         data = _data_source(args, num_classes, device)
         dtype = {None: np.float32, "float16": np.float16, "bfloat16": BFLOAT16}[args.amp]
         model = build_model(args.model, args.px, num_classes, dtype=dtype, device=device, seed=args.seed)
-        if args.sync_bn:
+        if getattr(args, "sync_bn", False):
             from lazytensor.nn.sync_batch_norm import convert_sync_batchnorm
             convert_sync_batchnorm(model)
         optimizer = SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+        parallel = {"distributed": True} if distributed else {}
         step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(args.amp, args.amp),
-                          distributed=distributed)
+                          **parallel)
         if distributed:
             print_fn(f"data parallel: {g.size} processes ({g.launcher}), {args.batch // g.size} images each per step"
                      f"{', synchronized BatchNorm' if args.sync_bn else ', BatchNorm statistics per process'}")
@@ -192,7 +193,7 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
                 done = i
                 if i == warmup or i % args.log_every == 0 or i == args.steps:
                     losses.append((i, float(loss)))          # waits for the device
-                    if args.print_losses:
+                    if getattr(args, "print_losses", False):
                         print_fn(f"loss at step {i}: {losses[-1][1]:.8g}")
                     bar.set_postfix(loss=f"{losses[-1][1]:.4f}", refresh=False)
                 bar.update(args.batch)
