@@ -125,8 +125,9 @@ class Group:
             pause = min(2 * pause + 1e-5, 1e-3)
 
     def abort(self, message: str) -> None:
-        sys.stderr.write(f"lazytensor.distributed: rank {self.rank} of {self.size}: {message}; aborting the job\n")
         sys.stderr.flush()
+        os.write(2, f"lazytensor.distributed: rank {self.rank} of {self.size}: {message}; aborting the job\n".encode())
+        time.sleep(0.5)     # mpiexec forwards the line before MPI_Abort ends the job
         if self.mpi is not None:
             self.mpi.Abort(70)
         os._exit(70)
