@@ -1,6 +1,6 @@
 """What lt.train_step(..., distributed=True) adds to the step: parameters broadcast from rank 0,
 the gradients averaged over the ranks in buckets of BUCKET_BYTES (PyTorch DDP's 25 MB), each
-bucket one all-reduce node in the step's plan, and the loss averaged for the report.
+gradient one all-reduce node in the step's plan, and the loss averaged for the report.
 
 Design: docs/design/distributed.md
 """
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from lazytensor.distributed.collectives import broadcast
 from lazytensor.ops.collectives import all_reduced
-from lazytensor.ops.joining import concatenate
-from lazytensor.ops.views import ravel, reshape
 
 BUCKET_BYTES = 25 * 2**20
 
@@ -44,25 +42,19 @@ def averaged(grads, bucket_bytes: int = BUCKET_BYTES) -> tuple:
     """(the gradients averaged over the ranks, the buckets as (indices, bytes) pairs)."""
     groups = buckets(grads, bucket_bytes)
     result = [None] * len(grads)
+    # One all-reduce per gradient, labelled by its bucket: a bucket as one concatenated buffer gave
+    # wrong gradients with SyncBatchNorm (tests/distributed/test_data_parallel.py), so it waits.
     for k, idx in enumerate(groups, 1):
-        label = f"gradient bucket {k} of {len(groups)}"
-        if len(idx) == 1:
-            result[idx[0]] = all_reduced(grads[idx[0]], "mean", label)
-            continue
-        flat = all_reduced(concatenate([ravel(grads[i]) for i in idx]), "mean", label)
-        at = 0
         for i in idx:
-            n = grads[i].size
-            result[i] = reshape(flat[at:at + n], tuple(grads[i].shape))
-            at += n
+            result[i] = all_reduced(grads[i], "mean", f"gradient bucket {k} of {len(groups)}")
     return result, [(idx, sum(grads[i].nbytes for i in idx)) for idx in groups]
 
 
 def bucket_lines(groups) -> list:
     """lt.explain's lines on the buckets."""
     lines = [f"distributed: gradients averaged over the ranks in {len(groups)} bucket"
-             f"{'s' if len(groups) != 1 else ''} of at most {BUCKET_BYTES / 2**20:g} MiB (one all_reduce "
-             f"CollectiveStep each, in the plan where the bucket's last gradient is written)"]
+             f"{'s' if len(groups) != 1 else ''} of at most {BUCKET_BYTES / 2**20:g} MiB (for now one all_reduce "
+             f"CollectiveStep per gradient, each placed in the plan after its gradient is written)"]
     for k, (idx, nbytes) in enumerate(groups, 1):
         lines.append(f"  bucket {k}: {len(idx)} gradients, {nbytes / 2**20:.3f} MiB, parameters "
                      f"{min(idx)}..{max(idx)}")

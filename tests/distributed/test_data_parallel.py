@@ -39,3 +39,17 @@ def test_explain_lists_the_buckets():
     assert "1 bucket of at most 25 MiB" in text
     assert "bucket 1: 2 gradients, 0.002 MiB" in text
     assert "CollectiveStep on cpu: all_reduce mean (gradient bucket 1 of 1)" in text
+
+
+def test_one_rank_distributed_step_equals_the_plain_step():
+    import lazytensor as lt
+    from lazytensor.train.models import small_vgg
+    runs = []
+    for distributed in (False, True):
+        m = lt.nn.convert_sync_batchnorm(small_vgg(seed=0))
+        step = lt.train_step(m, lt.cross_entropy, lt.optim.SGD(m.parameters(), lr=0.05, momentum=0.9),
+                             distributed=distributed)
+        rng = np.random.default_rng(0)
+        runs.append([float(step(rng.standard_normal((16, 32, 32, 3)).astype(np.float32), rng.integers(0, 10, 16)))
+                     for _ in range(2)])
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
