@@ -40,7 +40,10 @@ def main(argv=None) -> int:
         from lazytensor.tools.demo import run_demo
         run_demo(args.device)
     elif args.command == "train":
-        from lazytensor.train.command import run_train
+        from lazytensor.train.command import relaunch, run_train
+        status = relaunch(args, sys.argv[1:] if argv is None else argv)
+        if status is not None:
+            return status
         run_train(args)
     else:
         from lazytensor.bench.suites import run_suites

@@ -8,6 +8,7 @@ from lazytensor.autodiff import rules_conv_bn  # noqa: F401  (conv2d, batch_norm
 from lazytensor.autodiff import rules_nn  # noqa: F401  (matmul and pooling)
 from lazytensor.autodiff import rules_linalg  # noqa: F401  (inv, solve, det, cholesky, ...)
 from lazytensor.autodiff import rules_gathers, rules_joining, rules_scans  # noqa: F401  (x[mask], concatenate, cumsum)
+from lazytensor.autodiff import rules_collectives  # noqa: F401  (all_reduce)
 from lazytensor.autodiff import patterns_cbr  # noqa: F401  (the fused CBR backward)
 from lazytensor.autodiff.reverse import Gradients, grad
 

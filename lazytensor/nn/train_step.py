@@ -10,6 +10,8 @@ from lazytensor.autodiff.reverse import grad
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import empty
 from lazytensor.nn.amp import LossScaler
+from lazytensor.nn import data_parallel
+from lazytensor.ops.collectives import all_reduced
 from lazytensor.nn.optim import Optimizer
 from lazytensor.nn.step_memory import memory_lines
 from lazytensor.reuse.bounded import make_room
@@ -26,10 +28,11 @@ _MAX_PLANS = 4          # input shapes kept (a last, smaller batch is a second p
 class PlannedStep:
     """The recorded step for one input signature: the static input buffers, the loss's
     destination and the recorded plan that writes it and every parameter and state."""
-    __slots__ = ("x", "labels", "loss", "plan", "results", "calls", "backward")
+    __slots__ = ("x", "labels", "loss", "plan", "results", "calls", "backward", "buckets")
 
-    def __init__(self, x, labels, loss, plan, results, backward=()):
+    def __init__(self, x, labels, loss, plan, results, backward=(), buckets=()):
         self.x, self.labels, self.loss, self.plan, self.results = x, labels, loss, plan, results
+        self.buckets = list(buckets)        # distributed: the gradient buckets, (indices, bytes)
         self.backward = tuple(backward)     # what lt.grad decided per Conv-BN block (Gradients.paths), as text
         self.calls = 1
 
@@ -37,7 +40,7 @@ class PlannedStep:
 class TrainStep:
     """One training step of `model` under `optimizer`: see lt.train_step."""
 
-    def __init__(self, model, loss_fn, optimizer, *, amp=False):
+    def __init__(self, model, loss_fn, optimizer, *, amp=False, distributed=False):
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"lt.train_step: model must be an lt.nn.Module (callable, with parameters()); "
                             f"got {type(model).__name__}")
@@ -61,6 +64,9 @@ class TrainStep:
             if self.amp_dtype == np.float16:      # bfloat16 has float32's range: no loss scaling
                 self.scaler = (amp if isinstance(amp, LossScaler) else LossScaler()).on(self.device)
         self.amp = self.amp_dtype is not None
+        self.distributed = bool(distributed)
+        if self.distributed:
+            data_parallel.broadcast_parameters(model, optimizer)
         self._plans: dict = {}
         self.last = None            # the PlannedStep of the latest call
 
@@ -101,22 +107,31 @@ class TrainStep:
             raise ValueError(f"lt.train_step: loss_fn must return a scalar float expression (such as "
                              f"lt.cross_entropy(logits, labels)); got {loss!r:.100}")
         loss_out = empty(tuple(loss.shape), loss.dtype, self.device)
+        groups = ()
         if self.scaler is not None:
             scaler = self.scaler
             grads = grad(scaler.scaled(loss), self.optimizer.params)
             backward = [what for _, what in grads.paths]
             grads, found = scaler.unscaled(grads)
+            if self.distributed:    # every rank skips the step where any rank overflowed
+                grads, groups = data_parallel.averaged(grads)
+                found = all_reduced(found, "max", "AMP found_inf")
             updates = scaler.guarded(self.optimizer.updates(grads), found) + scaler.updates(found)
             del found
         else:
             grads = grad(loss, self.optimizer.params)
             backward = [what for _, what in grads.paths]
+            if self.distributed:
+                grads, groups = data_parallel.averaged(list(grads))
             updates = self.optimizer.updates(grads)
         del grads
+        updates += _state_updates(self.model)
+        if self.distributed:        # the loss reported is the global batch's
+            loss = all_reduced(loss, "mean", "the loss")
         pairs = [(loss_out, loss)] + updates
         del updates
         plan = RecordedAssignment(pairs, "train_step")
-        return PlannedStep(xs, ys, loss_out, plan, len(pairs), backward)
+        return PlannedStep(xs, ys, loss_out, plan, len(pairs), backward, groups)
 
     # -- lt.explain(step) ----------------------------------------------------------------------
     def explanation(self, source: bool = True, detail=None):
@@ -152,6 +167,8 @@ class TrainStep:
                 before += [f"  {n} block{'s' if n != 1 else ''}: {what}" for what, n in counted(planned.backward)]
             else:
                 before += [f"  block {k}: {what}" for k, what in enumerate(planned.backward, 1)]
+        if self.distributed:
+            before += data_parallel.bucket_lines(planned.buckets)
         after = memory_lines(planned, self.optimizer) + [
             rec.describe_graph(),
             "streams: the steps run in order on the current stream (a step that forks to a second stream says so above)"]
@@ -159,12 +176,25 @@ class TrainStep:
         return "\n".join(lines), steps, before + after
 
 
-def train_step(model, loss_fn, optimizer, *, amp=False) -> TrainStep:
+def train_step(model, loss_fn, optimizer, *, amp=False, distributed=False) -> TrainStep:
     """One training step, planned once: `step = lt.train_step(model, loss_fn, optimizer)`, then
     `loss = step(x, labels)` runs forward (train mode), lt.grad and the optimizer's update and
     returns the loss as a 0-d Tensor. amp: False; True, "float16" or a LossScaler (float16 with
-    dynamic loss scaling); "bfloat16" (no loss scaling). See lazytensor.nn.train_step."""
-    return TrainStep(model, loss_fn, optimizer, amp=amp)
+    dynamic loss scaling); "bfloat16" (no loss scaling). distributed=True: data parallel over the
+    ranks of lazytensor.distributed (each rank passes its shard; gradients averaged in buckets,
+    parameters broadcast from rank 0 now). See lazytensor.nn.train_step."""
+    return TrainStep(model, loss_fn, optimizer, amp=amp, distributed=distributed)
+
+
+def _state_updates(model) -> list:
+    """The (tensor, new value) pairs modules ask the step to write besides the parameters
+    (SyncBatchNorm's running statistics), from the forward just built."""
+    pairs = []
+    for _, module in model.named_modules():
+        pairs += getattr(module, "state_updates", None) or []
+        if hasattr(module, "state_updates"):
+            module.state_updates = []
+    return pairs
 
 
 def _amp_dtype(amp):

@@ -72,6 +72,13 @@ def add_train_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seeds the weights, the data and the augmentation (default 0)")
     p.add_argument("--log-every", type=_positive_int, default=10, metavar="N",
                    help="read the loss from the device every N steps (default 10)")
+    p.add_argument("--nproc", type=_positive_int, default=None, metavar="N",
+                   help="data parallel over N processes: re-launches itself under the mpiexec of the distributed "
+                        "extra (or runs under an external mpiexec/torchrun); --batch is the global batch, sharded "
+                        "by rank; rank 0 prints")
+    p.add_argument("--sync-bn", action="store_true",
+                   help="BatchNorm statistics over the global batch (lt.nn.SyncBatchNorm), not per process")
+    p.add_argument("--print-losses", action="store_true", help="print each loss read (8 significant digits)")
     p.add_argument("--explain", action="store_true",
                    help="print lt.explain of the planned step (after the warm-up): its steps by kind, memory, graphs")
     p.add_argument("--explain-detail", action="store_true",
@@ -92,6 +99,8 @@ def check_train_arguments(parser: argparse.ArgumentParser, args) -> None:
             parser.error(f"--data: {exc}")
     if args.test and args.data is None:
         parser.error("--test measures the accuracy on CIFAR-10's test set: give --data PATH")
+    if args.nproc and args.batch % args.nproc:
+        parser.error(f"--batch {args.batch} is the global batch: it must divide by --nproc {args.nproc}")
     if args.device == "cuda":
         from lazytensor.kernels.backend import cuda_usable
         if not cuda_usable():
@@ -141,14 +150,30 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
     from lazytensor.tools.peak_memory import PeakMemory
     from lazytensor.train.models import build_model
 
+    from lazytensor.kernels.collectives import group
+    g = group()
+    distributed = g.size > 1 or bool(getattr(args, "sync_bn", False)) or bool(getattr(args, "nproc", None))
+    if g.rank != 0:         # one progress bar, one summary: rank 0's
+        print_fn, show_bar = (lambda *a, **k: None), False
     device = args.device or default_device()
+    if device == "cuda" and g.size > 1:
+        import cupy
+        cupy.cuda.Device(g.local_rank % cupy.cuda.runtime.getDeviceCount()).use()
     num_classes = 10 if args.px == 32 else 1000
     with PeakMemory(device) as peak:
         data = _data_source(args, num_classes, device)
         dtype = {None: np.float32, "float16": np.float16, "bfloat16": BFLOAT16}[args.amp]
         model = build_model(args.model, args.px, num_classes, dtype=dtype, device=device, seed=args.seed)
+        if getattr(args, "sync_bn", False):
+            from lazytensor.nn.sync_batch_norm import convert_sync_batchnorm
+            convert_sync_batchnorm(model)
         optimizer = SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
-        step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(args.amp, args.amp))
+        parallel = {"distributed": True} if distributed else {}
+        step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(args.amp, args.amp),
+                          **parallel)
+        if distributed:
+            print_fn(f"data parallel: {g.size} processes ({g.launcher}), {args.batch // g.size} images each per step"
+                     f"{', synchronized BatchNorm' if args.sync_bn else ', BatchNorm statistics per process'}")
         print_fn(f"train {args.model}, {args.px} px, batch {args.batch}, {args.steps} steps on {device}"
                  f"{f' with AMP ({args.amp})' if args.amp else ''}: {data.describe()}; SGD lr {args.lr}, momentum "
                  f"{args.momentum}, weight decay {args.weight_decay}")
@@ -160,10 +185,16 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
         try:
             start = time.perf_counter()
             for i in range(1, args.steps + 1):
-                loss = step(*next(batches))
+                x, labels = next(batches)
+                if g.size > 1:
+                    m = args.batch // g.size
+                    x, labels = x[g.rank * m:(g.rank + 1) * m], labels[g.rank * m:(g.rank + 1) * m]
+                loss = step(x, labels)
                 done = i
                 if i == warmup or i % args.log_every == 0 or i == args.steps:
                     losses.append((i, float(loss)))          # waits for the device
+                    if getattr(args, "print_losses", False):
+                        print_fn(f"loss at step {i}: {losses[-1][1]:.8g}")
                     bar.set_postfix(loss=f"{losses[-1][1]:.4f}", refresh=False)
                 bar.update(args.batch)
                 if i == warmup:
@@ -192,6 +223,24 @@ def run_train(args, print_fn=print, show_bar: bool = True) -> TrainReport:
                          peak.describe(), losses, accuracy)
     print_fn(format_summary(report))
     return report
+
+
+def relaunch(args, argv) -> int | None:
+    """With --nproc N > 1 outside a launcher: run this command under mpiexec -n N and return its exit
+    status; None when this process is to train (N is 1, or a launcher started it)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    if not args.nproc or args.nproc == 1 or "PMI_RANK" in os.environ or "OMPI_COMM_WORLD_RANK" in os.environ \
+            or "RANK" in os.environ:
+        return None
+    here = Path(sys.executable).parent / "mpiexec"
+    mpiexec = str(here) if here.exists() else shutil.which("mpiexec")
+    if mpiexec is None:
+        raise SystemExit("--nproc: no mpiexec found; install the distributed extra: pip install 'lazytensor[distributed]'")
+    return subprocess.call([mpiexec, "-n", str(args.nproc), sys.executable, "-m", "lazytensor"] + list(argv))
 
 
 def format_summary(r: TrainReport) -> str:

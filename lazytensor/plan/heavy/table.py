@@ -13,6 +13,7 @@ from lazytensor.plan.conv.cbr import build_batch_norm, build_conv2d, inference_g
 from lazytensor.plan.conv.cbr_backward import build_drelu, build_dx, build_sums
 from lazytensor.plan.conv.conv_backward import build_dgrad, build_wgrad
 from lazytensor.plan.conv.forward_saved import build_forward_saved
+from lazytensor.plan.heavy.collectives import build_all_reduce
 from lazytensor.plan.heavy.concatenate import build_concatenate
 from lazytensor.plan.heavy.index_write import build_index_write, build_row_op
 from lazytensor.plan.heavy.linalg import build_linalg
@@ -49,6 +50,7 @@ HEAVY = {
     "cbr_drelu": (build_drelu,),
     "forward_saved": (build_forward_saved,),
     "linalg": (build_linalg,),
+    "all_reduce": (build_all_reduce,),
 }
 
 # The heavy ops whose step can write the plan's destination directly.

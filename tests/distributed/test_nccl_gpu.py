@@ -1,0 +1,44 @@
+"""The NCCL path on one GPU (world size 1, no launcher): collectives on CUDA tensors, and the
+distributed step, captured in a CUDA graph, equal to the plain step."""
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from lazytensor import distributed as dist
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not lt.cuda_usable(), reason="needs CuPy and a CUDA device")]
+
+
+def test_nccl_collectives_world_size_1():
+    pytest.importorskip("cupy.cuda.nccl")
+    assert dist.init() == (0, 1)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = lt.asarray(a, device="cuda")
+    dist.all_reduce(t, "sum")
+    np.testing.assert_array_equal(t.numpy(), a)
+    np.testing.assert_array_equal(dist.all_gather(t).numpy(), a[None])
+    np.testing.assert_array_equal(np.asarray(dist.all_reduced(t * 2, "mean")), 2 * a)
+
+
+def _mlp(rng):
+    return lt.nn.Sequential(lt.nn.Flatten(), lt.nn.Linear(48, 64, device="cuda", rng=rng), lt.nn.ReLU(),
+                            lt.nn.Linear(64, 10, device="cuda", rng=rng))
+
+
+def test_distributed_step_in_a_cuda_graph_equals_the_plain_step():
+    pytest.importorskip("cupy.cuda.nccl")
+    runs = []
+    for distributed in (False, True):
+        model = _mlp(np.random.default_rng(1))
+        opt = lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        step = lt.train_step(model, lt.cross_entropy, opt, distributed=distributed)
+        rng = np.random.default_rng(0)
+        losses = [float(step(lt.asarray(rng.standard_normal((16, 4, 4, 3)).astype(np.float32), device="cuda"),
+                             lt.asarray(rng.integers(0, 10, 16), device="cuda"))) for _ in range(5)]
+        runs.append((losses, [p.numpy() for p in model.parameters()], lt.explain(step, source=False)))
+    (l0, p0, _), (l1, p1, text) = runs
+    assert "ONE graph" in text, text          # the NCCL all-reduces captured with the rest of the step
+    assert "through NCCL" in text and "bucket 1" in text
+    np.testing.assert_allclose(l1, l0, rtol=1e-6)
+    for a, b in zip(p0, p1):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
