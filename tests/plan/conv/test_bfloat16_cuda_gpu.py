@@ -12,6 +12,7 @@ import pytest
 import lazytensor as lt
 from lazytensor.cbr.conv_reference import conv2d_nhwc_reference
 from tests.plan.conv.test_float32_cuda_gpu import CASES, CBR_CASES, CBR_IDS, IDS, _bn_operands, _cbr, check, cuda
+from tests.plan.conv.test_float32_cuda_gpu import operands as float32_operands
 from tests.support.conv_grad_reference import dgrad_reference, wgrad_reference
 from tests.support.devices import cudnn_ready
 
@@ -24,11 +25,7 @@ BACKWARD = 3e-2
 
 
 def operands(x_shape, w_shape, stride, padding, dilation=1, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(x_shape).astype(BF16)
-    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(BF16)
-    y_shape = lt.conv2d(lt.asarray(x), lt.asarray(w), stride=stride, padding=padding, dilation=dilation).shape
-    return x, w, rng.standard_normal(y_shape).astype(BF16)
+    return float32_operands(x_shape, w_shape, stride, padding, dilation, BF16, seed)
 
 
 def f64(*arrays):
