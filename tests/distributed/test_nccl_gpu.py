@@ -35,7 +35,7 @@ def test_distributed_step_in_a_cuda_graph_equals_the_plain_step():
         rng = np.random.default_rng(0)
         losses = [float(step(lt.asarray(rng.standard_normal((16, 4, 4, 3)).astype(np.float32), device="cuda"),
                              lt.asarray(rng.integers(0, 10, 16), device="cuda"))) for _ in range(5)]
-        runs.append((losses, [p.numpy() for p in model.parameters()], lt.explain(step, source=False)))
+        runs.append((losses, [p.numpy() for p in model.parameters()], lt.explain(step, source=False, detail=True)))
     (l0, p0, _), (l1, p1, text) = runs
     assert "ONE graph" in text, text          # the NCCL all-reduces captured with the rest of the step
     assert "through NCCL" in text and "bucket 1" in text
