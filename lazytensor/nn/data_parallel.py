@@ -1,6 +1,7 @@
 """What lt.train_step(..., distributed=True) adds to the step: parameters broadcast from rank 0,
 the gradients averaged over the ranks in buckets of BUCKET_BYTES (PyTorch DDP's 25 MB), each
-gradient one all-reduce node in the step's plan, and the loss averaged for the report.
+bucket ONE all-reduce node in the step's plan over its gradients joined into one buffer, and the
+loss averaged for the report.
 
 Design: docs/design/distributed.md
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from lazytensor.distributed.collectives import broadcast
 from lazytensor.ops.collectives import all_reduced
+from lazytensor.ops.joining import concatenate
+from lazytensor.ops.views import reshape
 
 BUCKET_BYTES = 25 * 2**20
 
@@ -39,22 +42,31 @@ def buckets(grads, bucket_bytes: int = BUCKET_BYTES) -> list:
 
 
 def averaged(grads, bucket_bytes: int = BUCKET_BYTES) -> tuple:
-    """(the gradients averaged over the ranks, the buckets as (indices, bytes) pairs)."""
+    """(the gradients averaged over the ranks, the buckets as (indices, bytes) pairs). A bucket's
+    gradients are written into slices of one buffer (the concatenation's parts), which one
+    all-reduce averages in place; each gradient is then a view of it."""
     groups = buckets(grads, bucket_bytes)
     result = [None] * len(grads)
-    # One all-reduce per gradient, labelled by its bucket: a bucket as one concatenated buffer gave
-    # wrong gradients with SyncBatchNorm (tests/distributed/test_data_parallel.py), so it waits.
     for k, idx in enumerate(groups, 1):
+        label = f"gradient bucket {k} of {len(groups)}"
+        if len(idx) == 1:
+            result[idx[0]] = all_reduced(grads[idx[0]], "mean", label)
+            continue
+        joined = all_reduced(concatenate([reshape(grads[i], (-1,)) for i in idx]), "mean", label)
+        offset = 0
         for i in idx:
-            result[i] = all_reduced(grads[i], "mean", f"gradient bucket {k} of {len(groups)}")
+            n = grads[i].size
+            result[i] = reshape(joined[offset:offset + n], tuple(grads[i].shape))
+            offset += n
     return result, [(idx, sum(grads[i].nbytes for i in idx)) for idx in groups]
 
 
 def bucket_lines(groups) -> list:
     """lt.explain's lines on the buckets."""
     lines = [f"distributed: gradients averaged over the ranks in {len(groups)} bucket"
-             f"{'s' if len(groups) != 1 else ''} of at most {BUCKET_BYTES / 2**20:g} MiB (for now one all_reduce "
-             f"CollectiveStep per gradient, each placed in the plan after its gradient is written)"]
+             f"{'s' if len(groups) != 1 else ''} of at most {BUCKET_BYTES / 2**20:g} MiB: each bucket's gradients "
+             f"written into one buffer, ONE all_reduce CollectiveStep per bucket, placed in the plan after its "
+             f"last gradient is written"]
     for k, (idx, nbytes) in enumerate(groups, 1):
         lines.append(f"  bucket {k}: {len(idx)} gradients, {nbytes / 2**20:.3f} MiB, parameters "
                      f"{min(idx)}..{max(idx)}")

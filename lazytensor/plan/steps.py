@@ -87,9 +87,14 @@ class Step:
       each array replaced by the new call's, each other value shared among the copies (a Learned);
     - `per_arrays` names the slots built from its arrays, which a rebuilt step starts without (None);
     - run() runs it, describe(source) is its text in lt.explain, capture_refusal() says why it
-      cannot be captured into a CUDA graph (lazytensor.reuse.replay), or None."""
+      cannot be captured into a CUDA graph (lazytensor.reuse.replay), or None;
+    - `writes` names the slots holding the arrays it writes: a recorded step's order
+      (lazytensor.step.step_order) moves a step only past steps that neither write what it reads
+      nor read what it writes, and a step may write memory another step allocated (a part of a
+      concatenation, an all-reduce in place)."""
     __slots__ = ()
     per_arrays = ()
+    writes = ("out", "outs")
 
     def run(self) -> None:
         raise NotImplementedError
@@ -175,6 +180,7 @@ class FusedReduction(Step):
     """One generated kernel: evaluates the elementwise program over the reduction's input shape and
     reduces it (sum, max, var, ...) into `out`, without materializing the input."""
     __slots__ = ("backend", "program", "spec", "out", "inputs", "scalars", "note", "scratch")
+    writes = ("out", "scratch")
 
     def __init__(self, backend, program, spec, out, inputs, scalars, note=""):
         self.backend = backend

@@ -62,7 +62,7 @@ class MemoryPlan:
 
         templates = []
         elementwise = []                # (step number, its output, its inputs): those that may write in place
-        kinds, fixed, overwrites = [], [], []
+        kinds, fixed, overwrites, written = [], [], [], []
         destinations = {id(owner(o)) for o in outs}
         for k, step in enumerate(steps):
             at[0] = k
@@ -73,6 +73,7 @@ class MemoryPlan:
             kinds.append(type(step).__name__)
             fixed.append(getattr(step, "commits", False) or _writes(step, destinations))
             overwrites.append(bool(getattr(step, "dx_in_x", False)))
+            written.append(_written(step))
             if type(step) is FusedElementwise:
                 elementwise.append((k, step.out, step.inputs))
         step = None                     # the loop held the last planned step
@@ -83,7 +84,7 @@ class MemoryPlan:
         # Kept only where it lowers the peak of live temporaries (a plan whose wgrads already run beside
         # their dgrads gains nothing, and moving other steps may raise it).
         order, up, down = memory_order(touches, {id(own): tuple(span) for own, span in zip(keep, spans)}, fixed,
-                                       overwrites)
+                                       overwrites, written)
         planned = [list(span) for span in spans]
         position = _reordered(spans, keep, touches, order)
         if _peak(spans, len(order))[0] >= _peak(planned, len(order))[0]:
@@ -252,6 +253,26 @@ def _writes(step, destinations) -> bool:
     nested = [getattr(step, name, None) for name in getattr(type(step), "__slots__", ())]
     nested += [s for v in nested if type(v) is list for s in v]
     return any(hasattr(v, "run") and hasattr(type(v), "__slots__") and _writes(v, destinations) for v in nested)
+
+
+def _written(step):
+    """The ids of the allocations `step` (or a step nested in it) writes, by its `writes` slots; None
+    for a step that does not say (every allocation it touches counts as written)."""
+    names = getattr(type(step), "writes", None)
+    if names is None:
+        return None
+    out: set = set()
+    for name in getattr(type(step), "__slots__", ()):
+        v = getattr(step, name, None)
+        for x in (v if type(v) in (list, tuple) else (v,)):
+            if hasattr(x, "run") and hasattr(type(x), "__slots__"):
+                nested = _written(x)
+                if nested is None:
+                    return None
+                out |= nested
+            elif name in names and hasattr(x, "shape"):
+                out.add(id(owner(x)))
+    return out
 
 
 def _whole(a, nbytes: int) -> bool:

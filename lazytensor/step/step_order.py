@@ -8,11 +8,12 @@ from __future__ import annotations
 import itertools
 
 
-def memory_order(touches, lifetimes, fixed, overwrites) -> tuple:
+def memory_order(touches, lifetimes, fixed, overwrites, written=None) -> tuple:
     """(a new order of the steps: a permutation of range(len(touches)), how many steps moved up, how
     many moved down). touches[k]: the ids of the allocations step k reads or writes; lifetimes:
     {temporary's id: (bytes, first step, last step)} in the planner's order; fixed[k], overwrites[k]:
-    see the module doc.
+    see the module doc; written[k]: the ids of the allocations step k writes besides those it is the
+    first to touch (a part of a concatenation, an all-reduce in place), or None for every one it touches.
     Each step in turn is placed after the steps before it; a step whose group (itself and the steps
     placed already whose temporaries only it reads: their makers) frees more bytes than it allocates
     outside the group goes, as a group, right after the last step it conflicts with. Then, from the
@@ -23,7 +24,10 @@ def memory_order(touches, lifetimes, fixed, overwrites) -> tuple:
     made: list = [set() for _ in range(n)]           # per step: the temporaries it is the first to touch
     for o, (_, first, _) in lifetimes.items():
         made[first].add(o)
-    writes = [set(touches[k]) if fixed[k] or overwrites[k] else made[k] for k in range(n)]
+    if written is None:
+        written = [set()] * n
+    writes = [set(touches[k]) if fixed[k] or overwrites[k] or written[k] is None else made[k] | (written[k] & touches[k])
+              for k in range(n)]
     touchers: dict = {}                             # temporary -> the steps that touch it
     for k, owners in enumerate(touches):
         for o in owners:

@@ -306,6 +306,7 @@ class DbnGraphStep(Step):
     into scratch rows (their own nodes compute them where asked for); the own kernels where cuDNN
     rejects the graph for the shape (remembered, and shown by explain)."""
     __slots__ = ("backend", "inputs", "out", "scratch", "fallback", "note", "built")
+    writes = ("out", "scratch")
     rejected: dict = {}     # (shape, dtype name) -> cuDNN's reason
 
     def __init__(self, backend, inputs, out, fallback, note=""):

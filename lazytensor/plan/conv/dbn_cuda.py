@@ -57,6 +57,7 @@ class DbnSumsStep(Step):
     """out (K, 2) float32 = [sum dY', sum dY' * x_hat] per channel: lt_dbn_sums into per-block
     partials, then lt_dbn_finish. skip (the residual form): d(skip) = dY' written by the same pass."""
     __slots__ = ("backend", "geometry", "dy", "x", "mask", "mean", "inv_var", "partial", "out", "skip")
+    writes = ("partial", "out")
 
     def __init__(self, backend, dy, x, mask, mean, inv_var, out, skip=None):
         self.backend, self.dy, self.x, self.mask, self.mean, self.inv_var, self.out = (

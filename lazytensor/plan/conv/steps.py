@@ -42,6 +42,7 @@ class Conv2dStep(Step):
     """y = conv2d(x, w): cuDNN on CUDA, im2col + BLAS on the CPU; optionally with genstats sums.
     "host" (cuDNN cannot take the conv, lt.config.allow_host): on the host, copied back."""
     __slots__ = ("backend", "x", "w", "attrs", "out", "path", "sums", "note", "built", "tf32")
+    writes = ("out", "sums")
     # (x shape, w shape, dtype, tf32, attrs) -> why cuDNN rejected the conv graph: with
     # lt.config.allow_host on the host, else UnsupportedOnDevice
     rejected: dict = {}
@@ -177,6 +178,7 @@ class CommitStep(Step):
     arrays saved for the backward pass (`written`) marked as holding a completed forward
     (lazytensor.plan.conv.saved_results)."""
     __slots__ = ("backend", "staged", "running", "written")
+    writes = ("running",)
     # Arrays the step only marks, never reads: a plan without holders to hand them out (a recorded
     # step's, lazytensor.step.memory_plan) drops them rather than keep them alive until this last step.
     marks_only = ("written",)
@@ -354,6 +356,7 @@ class ChannelPadded(Step):
     `pads`: [(source, padded buffer, the buffer's view of the source's shape)]; `result`: the view
     of the inner step's output that `out` receives (None: the inner step writes `out` itself)."""
     __slots__ = ("inner", "pads", "result", "out", "what", "note")
+    writes = ("result", "out")
     path = "cudnn-padded"       # what the batch_norm planner reads of a conv step (it times stage 1 for "cudnn")
 
     def __init__(self, inner, pads, result, out, what, note=""):

@@ -12,6 +12,7 @@ from lazytensor.plan.steps import Learned, Step
 class CollectiveStep(Step):
     """all_reduce of `buf` in place over every rank of the job."""
     __slots__ = ("backend", "buf", "spec", "checked")
+    writes = ("buf",)
 
     def __init__(self, backend, buf, spec):
         self.backend, self.buf, self.spec, self.checked = backend, buf, spec, Learned()

@@ -20,6 +20,7 @@ class PoolStep(Step):
     gradient (backward only), x is None for avg pooling's backward on the CPU; argmax: the CUDA max
     pooling backward's byte per window where its windows overlap (pool_cuda.backward_kernels), else None."""
     __slots__ = ("backend", "direction", "attrs", "x", "g", "out", "argmax")
+    writes = ("out", "argmax")
 
     def __init__(self, backend, direction, attrs, x, g, out, argmax=None):
         self.backend, self.direction, self.attrs, self.x, self.g, self.out = backend, direction, attrs, x, g, out
