@@ -132,7 +132,7 @@ def test_a_planned_step_is_never_worse_than_in_the_planners_order(monkeypatch):
         assert type(step.last.plan.steps[-1]).__name__ == "CommitStep"
         assert f"{memory.moved} steps moved up" in lt.explain(step, source=False)
         with monkeypatch.context() as m:
-            m.setattr(memory_plan, "memory_order", lambda touches, lifetimes, fixed, overwrites: (list(range(len(touches))), 0, 0))
+            m.setattr(memory_plan, "memory_order", lambda touches, lifetimes, fixed, overwrites, written: (list(range(len(touches))), 0, 0))
             planner_order, planner_losses = _run(build, x, labels)
         assert planner_losses == losses
         before = planner_order.last.plan.memory
