@@ -2,13 +2,17 @@
 arrays (mpi4py) and NCCL for CUDA arrays (CuPy's binding; the NCCL id broadcast over MPI).
 Every collective is nonblocking and polled against a deadline: one that does not complete in
 `timeout()` seconds prints which collective, on which rank, and aborts the whole job (MPI_Abort).
+NCCL calls are enqueued on a stream and never waited for by the host, so a watchdog thread polls an
+event recorded after them (after a CUDA graph holding them, too) against the same deadline.
 
 Design: docs/design/distributed.md
 """
 from __future__ import annotations
 
+import collections
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -47,6 +51,8 @@ class Group:
                                f"the collectives need MPI; launch with `mpiexec -n {self.size} python ...` "
                                f"(the `distributed` extra installs mpi4py and mpich)")
         self._nccl = None
+        self._watched = collections.deque()     # (CUDA event, deadline, what), in stream order
+        self._watchdog = None
 
     # -- host arrays over MPI --------------------------------------------------------------
     def all_reduce(self, a, op: str, what: str = "all_reduce") -> None:
@@ -133,6 +139,33 @@ class Group:
         os._exit(70)
 
     # -- CUDA arrays over NCCL --------------------------------------------------------------
+    def watch(self, what: str) -> None:
+        """Note that the work enqueued so far on the current CUDA stream (NCCL calls among it) must
+        complete within timeout(); the watchdog aborts the job if it does not. Nothing is recorded
+        while the stream is being captured into a graph: the graph's launch is watched instead."""
+        import cupy
+        stream = cupy.cuda.get_current_stream()
+        if stream.is_capturing():
+            return
+        event = cupy.cuda.Event(disable_timing=True)
+        event.record(stream)
+        self._watched.append((event, time.monotonic() + timeout(), what))
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch_loop, name="lazytensor NCCL watchdog", daemon=True)
+            self._watchdog.start()
+
+    def _watch_loop(self) -> None:
+        watched = self._watched
+        while True:
+            while watched and watched[0][0].done:
+                watched.popleft()
+            if watched and time.monotonic() > watched[0][1]:
+                what = watched[0][2]
+                self.abort(f"{what} did not complete on the GPU within {timeout():g} s (LAZYTENSOR_DIST_TIMEOUT): "
+                           f"a rank died, is stuck, or did not call the same collective")
+            time.sleep(0.01 if watched else 0.05)
+
+
     def nccl(self):
         """The NCCL communicator of this job, made on first use: rank 0's unique id broadcast over MPI."""
         if self._nccl is None:
@@ -155,16 +188,19 @@ class Group:
         comm.allReduce(a.data.ptr, a.data.ptr, a.size, _nccl_dtype(a.dtype), nop, stream.ptr)
         if op == "mean" and self.size > 1:
             a /= self.size
+        self.watch(what)
 
     def _nccl_broadcast(self, a, root, what):
         import cupy
         comm = self.nccl()
         comm.bcast(a.data.ptr, a.size, _nccl_dtype(a.dtype), root, cupy.cuda.get_current_stream().ptr)
+        self.watch(what)
 
     def _nccl_all_gather(self, a, out, what):
         import cupy
         comm = self.nccl()
         comm.allGather(a.data.ptr, out.data.ptr, a.size, _nccl_dtype(a.dtype), cupy.cuda.get_current_stream().ptr)
+        self.watch(what)
 
 
 _group = None
@@ -200,6 +236,9 @@ def _nccl_dtype(dtype):
              np.dtype(np.float16): nccl.NCCL_FLOAT16, np.dtype(np.int32): nccl.NCCL_INT32,
              np.dtype(np.int64): nccl.NCCL_INT64, np.dtype(np.uint8): nccl.NCCL_UINT8,
              np.dtype(np.bool_): nccl.NCCL_UINT8, np.dtype(np.int8): nccl.NCCL_INT8}
+    if hasattr(nccl, "NCCL_BFLOAT16"):
+        from lazytensor.kernels.ops import BFLOAT16
+        table[np.dtype(BFLOAT16)] = nccl.NCCL_BFLOAT16
     if np.dtype(dtype) not in table:
         raise TypeError(f"lazytensor.distributed: NCCL has no {np.dtype(dtype).name} reduction")
     return table[np.dtype(dtype)]

@@ -11,7 +11,7 @@ import sys
 import weakref
 
 from lazytensor.reuse.bounded import make_room
-from lazytensor.kernels import launch_log
+from lazytensor.kernels import collectives, launch_log
 from lazytensor.core.memory import owner
 from lazytensor.plan.steps import Learned, first_refusal
 from lazytensor.core.tensor import Tensor
@@ -116,7 +116,7 @@ class ReplayStep:
     """One captured CUDA graph of a recipe's steps and the temporaries it writes. Its first run
     captures the steps (then drops them) and launches the graph; later runs only launch it."""
     __slots__ = ("owner", "key", "graph", "steps", "temps", "results", "holders", "baseline", "keep", "record",
-                 "count", "nbytes")
+                 "count", "nbytes", "watched")
 
     def __init__(self, owner: Replays, key):
         self.owner, self.key = owner, key
@@ -128,6 +128,7 @@ class ReplayStep:
         self.keep = ()              # the steps' learned state: memory and kernels the graph uses
         self.record = None          # what lt.profile shows for a launch of the graph
         self.count = self.nbytes = 0
+        self.watched = None         # what the NCCL watchdog is told after each launch (a graph holding collectives)
 
     def prepare(self, steps, temps, holders, results) -> None:
         """The steps to capture on the run, over `temps`, having given the holders `results`."""
@@ -161,6 +162,8 @@ class ReplayStep:
         graph = self.graph
         if graph is not None:
             graph.launch()
+            if self.watched is not None:
+                collectives.group().watch(self.watched)
             _live.move_to_end(self)
             self.owner.replays += 1
             if launch_log.listeners:
@@ -203,6 +206,8 @@ class ReplayStep:
                                               "memory", 0.0, f"{len(steps)} steps" + (f", kernels {kernels}" if kernels else ""))
         self.keep = tuple(_learned(steps))
         self.count = len(steps)
+        if any(getattr(s, "collective", False) for s in steps):
+            self.watched = f"a CUDA graph of {len(steps)} steps holding NCCL collectives"
         del steps                               # the graph holds no arrays but its own temporaries
         self.nbytes = nbytes
         self.baseline = self._references([h() for h in self.holders])    # no one but the graph holds them now
@@ -212,6 +217,8 @@ class ReplayStep:
         _kept[0] += nbytes
         owner.captures += 1
         graph.launch()
+        if self.watched is not None:
+            collectives.group().watch(self.watched)
         if launch_log.listeners:
             launch_log.record(self.record)
 

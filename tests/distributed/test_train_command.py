@@ -1,4 +1,4 @@
-"""`python -m lazytensor train --nproc 2 --sync-bn` prints the losses of --nproc 1."""
+"""`python -m lazytensor train --nproc 2 --sync-bn` prints the losses of one process with BatchNorm2d."""
 import re
 import subprocess
 import sys
@@ -16,8 +16,8 @@ def _losses(*extra):
     return [float(v) for v in re.findall(r"loss at step \d+: (\S+)", done.stdout)]
 
 
-def test_nproc_2_sync_bn_equals_nproc_1():
-    one, two = _losses("--nproc", "1", "--sync-bn"), _losses("--nproc", "2", "--sync-bn")
+def test_nproc_2_sync_bn_equals_one_process():
+    one, two = _losses("--nproc", "1"), _losses("--nproc", "2", "--sync-bn")
     assert len(one) == len(two) == 5
     for a, b in zip(one, two):
         assert abs(a - b) <= 1e-5 * abs(a)

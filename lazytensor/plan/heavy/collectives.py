@@ -13,6 +13,7 @@ class CollectiveStep(Step):
     """all_reduce of `buf` in place over every rank of the job."""
     __slots__ = ("backend", "buf", "spec", "checked")
     writes = ("buf",)
+    collective = True       # a CUDA graph holding it is watched (kernels/collectives.py, Group.watch)
 
     def __init__(self, backend, buf, spec):
         self.backend, self.buf, self.spec, self.checked = backend, buf, spec, Learned()
