@@ -42,3 +42,32 @@ def test_distributed_step_in_a_cuda_graph_equals_the_plain_step():
     np.testing.assert_allclose(l1, l0, rtol=1e-6)
     for a, b in zip(p0, p1):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+
+
+_STUCK = """
+import cupy, lazytensor as lt
+from lazytensor import distributed as dist
+dist.init()
+spin = cupy.RawKernel(r'''extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64(); while (clock64() - start < cycles) {} }''', "spin")
+t = lt.asarray(cupy.ones(4, cupy.float32), device="cuda")
+spin((1,), (1,), (cupy.int64(1 << 40),))   # hours of work ahead of the all-reduce on the stream
+dist.all_reduce(t, "sum")
+import time; time.sleep(60)
+print("NOT ABORTED")
+"""
+
+
+def test_a_collective_that_never_completes_on_the_gpu_aborts_within_the_timeout():
+    pytest.importorskip("cupy.cuda.nccl")
+    import os
+    import subprocess
+    import sys
+    import time
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _STUCK], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LAZYTENSOR_DIST_TIMEOUT": "2"})
+    assert done.returncode == 70, (done.stdout + done.stderr)[-3000:]
+    assert "all_reduce did not complete on the GPU within 2 s (LAZYTENSOR_DIST_TIMEOUT)" in done.stderr
+    assert "NOT ABORTED" not in done.stdout
+    assert time.monotonic() - start < 40
