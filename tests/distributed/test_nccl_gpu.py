@@ -51,10 +51,14 @@ dist.init()
 spin = cupy.RawKernel(r'''extern "C" __global__ void spin(long long cycles) {
     long long start = clock64(); while (clock64() - start < cycles) {} }''', "spin")
 t = lt.asarray(cupy.ones(4, cupy.float32), device="cuda")
-spin((1,), (1,), (cupy.int64(1 << 40),))   # hours of work ahead of the all-reduce on the stream
+dist.all_reduce(t, "sum")                   # the communicator made, its first call done
+cupy.cuda.get_current_stream().synchronize()
+print("SPINNING", flush=True)
+spin((1,), (1,), (cupy.int64(1 << 40),))   # minutes of work ahead of the next all-reduce on the stream
 dist.all_reduce(t, "sum")
+print("ENQUEUED", flush=True)
 import time; time.sleep(60)
-print("NOT ABORTED")
+print("NOT ABORTED", flush=True)
 """
 
 
@@ -65,8 +69,15 @@ def test_a_collective_that_never_completes_on_the_gpu_aborts_within_the_timeout(
     import sys
     import time
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _STUCK], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "LAZYTENSOR_DIST_TIMEOUT": "2"})
+    child = subprocess.Popen([sys.executable, "-c", _STUCK], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "LAZYTENSOR_DIST_TIMEOUT": "2"})
+    try:
+        out, err = child.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        raise AssertionError(f"not aborted; stdout: {out[-1000:]}; stderr: {err[-2000:]}") from None
+    done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     assert done.returncode == 70, (done.stdout + done.stderr)[-3000:]
     assert "all_reduce did not complete on the GPU within 2 s (LAZYTENSOR_DIST_TIMEOUT)" in done.stderr
     assert "NOT ABORTED" not in done.stdout
