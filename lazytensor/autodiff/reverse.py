@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazytensor.autodiff import templates
 from lazytensor.autodiff.origin import as_computed
 from lazytensor.autodiff.patterns import declined, matching_pattern
 from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
 from lazytensor.autodiff.rules_views import sum_to, view_gradient
-from lazytensor.core.expr import Const, astype
+from lazytensor.core.expr import Const, Expr, astype
 from lazytensor.core.operand import Operand
 from lazytensor.core.tensor import Tensor, as_node, asarray
 from lazytensor.ops.views import broadcast_to
@@ -26,10 +27,13 @@ class Gradients(tuple):
              was built for them;
       paths: (node, what) for each root a backward pattern took (the fused CBR backward: which
              form, where stage 1 reads the forward's saved results, whether dgrad is planned) and
-             each node the per-op rules took where a pattern says why it did not."""
+             each node the per-op rules took where a pattern says why it did not;
+      from_template: True when the gradient DAG was rebuilt from the template of a structure seen
+             before (lazytensor.autodiff.templates), without running the rules."""
     stops: tuple
     untouched: tuple
     paths: tuple
+    from_template = False
 
 
 def grad(output, inputs, grad_output=None):
@@ -52,9 +56,15 @@ def _grad(output, inputs, grad_output):
     single = isinstance(inputs, Tensor)
     inputs = _check_inputs((inputs,) if single else inputs)
     output = _check_output(output)
+    order = _postorder(output)
+    key = templates.forward_key(order, inputs) if grad_output is None else None
+    if key is not None:
+        template = templates.lookup(key)
+        if template is not None:
+            result = template.instantiate(order, Gradients)
+            return result[0] if single else result
     seed = _seed(output, grad_output)
     targets = {id(x) for x in inputs}
-    order = _postorder(output)
     reaches = {}
     for node in order:
         reaches[id(node)] = id(node) in targets or any(reaches[id(c)] for c in _operands(node))
@@ -108,6 +118,8 @@ def _grad(output, inputs, grad_output):
     result.stops = tuple(stops)
     result.paths = tuple(paths)
     result.untouched = tuple(n for n in order if isinstance(n, Tensor) and not reaches[id(n)])
+    if key is not None and not templates.known(key):
+        templates.record(key, order, result)
     return result[0] if single else result
 
 
@@ -155,9 +167,11 @@ def _seed(output, grad_output):
 
 def _operands(node) -> tuple:
     """What a node reads: an expression's non-scalar arguments, a view tensor's base."""
-    if isinstance(node, Tensor):
+    t = type(node)
+    if t is Tensor:
         return () if node.view_of is None else (node.view_of[0],)
-    return tuple(a for a in computed(node).args if not isinstance(a, Const))
+    args = node.args if t is Expr and node.result is None else computed(node).args
+    return tuple([a for a in args if type(a) is not Const])
 
 
 _standins: dict = {}       # id(evaluated node) -> (node, its stand-in), for one lt.grad call
