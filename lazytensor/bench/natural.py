@@ -3,7 +3,7 @@
 The `small` rows: single items and small slices of a 4,096-element float32 CPU tensor (`t[3] = 0.5`,
 `t[0:1] = 0.5`, `t[...] = 0.5`, `float(t[3])`, scikit-learn's `m[i, i] = v`, a row read `m[i]`,
 `t[3] += 1`), each against the same statement on a NumPy array in the same run, with the target:
-at most 10x NumPy's time.
+at most 10x NumPy's time. Then the plain training loop (lazytensor.bench.natural_loop).
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ def run_natural_bench(print_fn=print, device: str = "cpu") -> None:
     if device != "cpu":
         table.notes.append("(the small rows run on the CPU whatever the device: a CUDA tensor's item is a host sync)")
     print_fn(table.render())
+    from lazytensor.bench import natural_loop
+    lines += natural_loop.run(print_fn, device)
     print_fn("targets:")
     for line in lines:
         print_fn(line)
