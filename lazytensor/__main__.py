@@ -24,6 +24,9 @@ def main(argv=None) -> int:
                             "PyTorch; default float16) or float32 (no AMP, each library's default TF32 settings)")
     bench.add_argument("--amp", choices=["float16", "bfloat16"], default=None,
                        help="the same as --dtype float16 / bfloat16")
+    bench.add_argument("--nproc", type=int, default=None, metavar="N",
+                       help="suite train: data parallel over N processes (one per GPU, under mpiexec) against "
+                            "PyTorch DDP under torchrun")
     from lazytensor.train.command import add_train_command, check_train_arguments
     train = add_train_command(sub)
     args = parser.parse_args(argv)
@@ -49,7 +52,9 @@ def main(argv=None) -> int:
         from lazytensor.bench.suites import run_suites
         if args.amp and args.dtype and args.amp != args.dtype:
             parser.error(f"--amp {args.amp} and --dtype {args.dtype} disagree")
-        run_suites(args.device, args.suite, print, args.dtype or args.amp)
+        if args.nproc and args.suite != "train":
+            parser.error("--nproc goes with --suite train")
+        run_suites(args.device, args.suite, print, args.dtype or args.amp, args.nproc)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from lazytensor.cbr.progress import progress
 
 
-def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None) -> None:
+def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None, nproc: int | None = None) -> None:
     wanted = ("elementwise", "reduction", "cbr") if suite == "all" else (suite,)
     for name in progress(wanted, f"bench on {device}", unit="suite"):
         if name == "interactive" and device == "cuda":     # the host's side of small calls on CUDA
@@ -16,6 +16,9 @@ def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None
         elif name == "autodiff":
             from lazytensor.bench.autodiff import run_autodiff_bench
             run_autodiff_bench(print_fn, device)
+        elif name == "train" and nproc:   # data parallel over nproc processes, against PyTorch DDP
+            from lazytensor.bench.train_distributed import run_distributed_train_bench
+            run_distributed_train_bench(print_fn, device, nproc)
         elif name == "train":             # whole training steps: one module for both devices
             from lazytensor.bench.train import run_train_bench
             run_train_bench(print_fn, device, dtype)
