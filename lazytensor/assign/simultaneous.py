@@ -15,6 +15,7 @@ from lazytensor.assign.evaluate import _as_expression, assign as _assign_one, ch
 from lazytensor.plan.steps import run_steps
 from lazytensor.core.expr import RESULTS, Expr
 from lazytensor.core.origins import origins_of
+from lazytensor.assign import reader_memory
 from lazytensor.core.readers import memory_of
 from lazytensor.reuse.several_recipes import planned_several
 from lazytensor.assign.writes import after_write, readers_of
@@ -92,7 +93,7 @@ def _write(pairs) -> None:
     # the writes (one more result each, into memory of its own), they share its steps. Settled one
     # by one before it, each would plan and run again what it shares with the values (an optimizer
     # step's gradients, held by the caller, would each rerun the forward and backward).
-    own = [empty(n.shape, n.dtype, n.device) for n in readers]
+    own = reader_memory.memory_for(readers)
     kept = [v for v, r in zip(values, reads) if r and type(v) is Expr and v.result is None]
     origins = origins_of(readers + kept)    # the write counts they are computed from: before any write
     run_pairs([(t, settled(n)) for t, n in zip(own, readers)] + [(d, settled(n)) for d, n in pairs])

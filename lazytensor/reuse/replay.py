@@ -233,12 +233,18 @@ def _unlist(entry) -> None:
         _kept[0] -= entry.nbytes
 
 
+ON_RELEASE: list = []     # what else release_all() drops: memory kept for the graphs' sake, by higher layers
+
+
 def release_all() -> None:
     """lt.release_graphs(): drop every captured CUDA graph and the temporaries it keeps (they go back
-    to CuPy's memory pool); later calls capture again where they repeat."""
+    to CuPy's memory pool), and the memory kept so that later calls find the same addresses; later
+    calls capture again where they repeat."""
     while _live:
         old = next(iter(_live))
         old.owner.forget(old)
+    for release in ON_RELEASE:
+        release()
 
 
 def _run_all(steps) -> None:
