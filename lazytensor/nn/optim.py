@@ -13,12 +13,26 @@ from lazytensor.ops.reductions import sum as _sum
 from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
 from lazytensor.core.dtypes import is_float
+from lazytensor.nn.regions import regions as in_regions
 
 _F32 = np.dtype(np.float32)
 
 
+class _Unit:
+    """What one kernel updates: a parameter, or a region of them (lazytensor.nn.regions) as one
+    flat tensor; its master weights and state are tensors of the same shape."""
+    __slots__ = ("index", "region", "weights", "master")
+
+    def __init__(self, index, region, weights):
+        self.index, self.region, self.weights, self.master = index, region, weights, None
+
+
 class Optimizer:
-    def __init__(self, params, lr: float, master_weights: bool = True):
+    # Rules of elementwise updates run over whole regions; a rule with per-tensor norms (LARS, LAMB)
+    # updates each parameter on its own.
+    over_regions = True
+
+    def __init__(self, params, lr: float, master_weights: bool = True, regions: bool = True):
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters")
@@ -29,19 +43,36 @@ class Optimizer:
         self.steps = 0
         self.taken = zeros((), np.int64, self.params[0].device)   # steps taken, on the device
         self.master_weights = bool(master_weights)
-        self.master = [self._master_of(p) if master_weights else None for p in self.params]
+        packed = in_regions(self.params) if regions and self.over_regions else None
+        self.regions = bool(packed)
+        self.units = ([_Unit(idx, region, region.flat) for idx, region in packed] if packed else
+                      [_Unit([i], None, p) for i, p in enumerate(self.params)])
+        for u in self.units:
+            u.master = self._master_of(u) if master_weights else None
+        self.master = self.per_parameter([u.master for u in self.units])
 
-    @staticmethod
-    def _master_of(p: Tensor):
-        if p.dtype.itemsize >= 4:
+    def _master_of(self, u: _Unit):
+        w = u.weights
+        if w.dtype.itemsize >= 4:
             return None
-        m = empty(p.shape, np.float32, p.device)
-        m[...] = p.astype(np.float32)
+        m = u.region.like(_F32) if u.region is not None else empty(w.shape, np.float32, w.device)
+        m[...] = w.astype(np.float32)
         return m
 
     def _state(self) -> list:
-        """A zero tensor per parameter, in the dtype its update computes in (float32 beside master weights)."""
-        return [zeros(p.shape, _F32 if m is not None else p.dtype, p.device) for p, m in zip(self.params, self.master)]
+        """A zero tensor per unit, in the dtype its update computes in (float32 beside master weights)."""
+        return [u.region.like(dtype) if u.region is not None else zeros(u.weights.shape, dtype, u.weights.device)
+                for u in self.units for dtype in [_F32 if u.master is not None else u.weights.dtype]]
+
+    def per_parameter(self, tensors) -> list:
+        """One tensor per unit -> one per parameter (a region's: the views of its segments)."""
+        out = [None] * len(self.params)
+        for u, t in zip(self.units, tensors):
+            if t is None:
+                continue
+            for i, v in zip(u.index, u.region.views(t) if u.region is not None else [t]):
+                out[i] = v
+        return out
 
     def _check(self, grads) -> list:
         grads = list(grads)
@@ -53,17 +84,26 @@ class Optimizer:
                 raise ValueError(f"gradient {i} has shape {tuple(g.shape)}, its parameter {tuple(p.shape)}")
         return grads
 
+    def gathered(self, grads) -> list:
+        """The gradients, one per parameter, as one per unit: a region's written into its flat
+        gradient buffer by the steps computing them (lazytensor.nn.regions)."""
+        grads = self._check(grads)
+        return [u.region.gathered([grads[i] for i in u.index]) if u.region is not None else grads[u.index[0]]
+                for u in self.units]
+
     def updates(self, grads) -> list:
         """[(tensor, its new value), ...]: one step of every parameter (and its master weight, moments
         and the step count), to be written by one simultaneous assignment."""
-        grads = self._check(grads)
+        return self.unit_updates(self.gathered(grads))
+
+    def unit_updates(self, grads) -> list:
+        """updates() from the gradients of each unit (gathered())."""
         writes = []
-        for i, (p, g) in enumerate(zip(self.params, grads)):
-            master = self.master[i]
-            weights = p if master is None else master
-            pairs = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
-            if master is not None:
-                pairs.append((p, pairs[-1][1].astype(p.dtype)))
+        for k, (u, g) in enumerate(zip(self.units, grads)):
+            weights = u.weights if u.master is None else u.master
+            pairs = self._update(k, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
+            if u.master is not None:
+                pairs.append((u.weights, pairs[-1][1].astype(u.weights.dtype)))
             writes += pairs
         writes.append((self.taken, self.taken + 1))
         return writes
@@ -80,8 +120,8 @@ class Optimizer:
             assign(writes)
             self.steps += 1
 
-    def _update(self, i: int, w, g) -> list:
-        """[(tensor, its new value), ...] for parameter i, the weights last."""
+    def _update(self, k: int, w, g) -> list:
+        """[(tensor, its new value), ...] for unit k (a parameter or a region), the weights last."""
         raise NotImplementedError
 
 
@@ -90,20 +130,21 @@ class SGD(Optimizer):
     (buf = g on the first step); g = g + momentum * buf if nesterov else buf; w -= lr * g."""
 
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False, master_weights: bool = True):
-        super().__init__(params, lr, master_weights)
+                 nesterov: bool = False, master_weights: bool = True, regions: bool = True):
+        super().__init__(params, lr, master_weights, regions)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.dampening = float(momentum), float(dampening)
         self.weight_decay, self.nesterov = float(weight_decay), nesterov
-        self.buffers = self._state() if momentum else [None] * len(self.params)
+        self._buffers = self._state() if momentum else [None] * len(self.units)
+        self.buffers = self.per_parameter(self._buffers)
 
-    def _update(self, i, w, g):
+    def _update(self, k, w, g):
         if self.weight_decay:
             g = g + self.weight_decay * w
         writes = []
         if self.momentum:
-            buf = self.buffers[i]
+            buf = self._buffers[k]
             new_buf = where(self.taken > 0, self.momentum * buf + (1.0 - self.dampening) * g, g)
             writes.append((buf, new_buf))
             g = g + self.momentum * new_buf if self.nesterov else new_buf
@@ -116,21 +157,21 @@ class AdamW(Optimizer):
     v = b2 v + (1 - b2) g^2; w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
-                 master_weights: bool = True):
-        super().__init__(params, lr, master_weights)
+                 master_weights: bool = True, regions: bool = True):
+        super().__init__(params, lr, master_weights, regions)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = self._state()
-        self.v = self._state()
+        self._m, self._v = self._state(), self._state()
+        self.m, self.v = self.per_parameter(self._m), self.per_parameter(self._v)
 
-    def _update(self, i, w, g):
+    def _update(self, k, w, g):
         t = self.taken + 1                    # this step's number, on the device (float64 below, as Python's)
-        m = self.b1 * self.m[i] + (1.0 - self.b1) * g
-        v = self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)
+        m = self.b1 * self._m[k] + (1.0 - self.b1) * g
+        v = self.b2 * self._v[k] + (1.0 - self.b2) * (g * g)
         step_size = (self.lr / (1.0 - self.b1 ** t)).astype(w.dtype)
         denom = sqrt(v) / sqrt(1.0 - self.b2 ** t).astype(w.dtype) + self.eps
         decayed = w * (1.0 - self.lr * self.weight_decay) if self.weight_decay else w
-        return [(self.m[i], m), (self.v[i], v), (w, decayed - step_size * (m / denom))]
+        return [(self._m[k], m), (self._v[k], v), (w, decayed - step_size * (m / denom))]
 
 
 def _norm(x):
@@ -147,7 +188,9 @@ def _trust_ratio(numerator, denominator, wn, other_norm):
 class LARS(Optimizer):
     """You et al. 2017 with PyTorch-style momentum: local = trust_coefficient * |w| / (|g| + wd |w|)
     (1 unless both norms are > 0); d = (g + wd w) * local; buf = d on the first step, else
-    momentum * buf + d; w -= lr * buf. |.| is the L2 norm over the whole tensor."""
+    momentum * buf + d; w -= lr * buf. |.| is the L2 norm over the whole tensor, so each
+    parameter is updated on its own (its norms are two reductions of the update's plan)."""
+    over_regions = False
 
     def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
                  trust_coefficient: float = 0.001, master_weights: bool = True):
@@ -170,9 +213,10 @@ class LARS(Optimizer):
 
 
 class LAMB(Optimizer):
-    """You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
+    """Per parameter, as LARS. You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
     m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
     + wd w; ratio = |w| / |u| (1 unless both norms are > 0); w -= lr * ratio * u."""
+    over_regions = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
                  master_weights: bool = True):

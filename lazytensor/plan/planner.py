@@ -59,6 +59,22 @@ class _Cut:
         """The steps of `out[...] = root` inside a builder (a view's temporary, a part's slice)."""
         return plan(root, out, backend)
 
+    def into(self, node, out) -> bool:
+        """Plan the heavy `node` to write the array `out` itself, as a root writer writes its
+        destination (a weight gradient into its segment of a region), its steps appended; False
+        where it cannot (not a root writer, planned already, another shape or dtype, or an operand
+        reading `out` through another index map)."""
+        if (not node.heavy or node.op not in ROOT_WRITERS or id(node) in self.memo or node.dtype != out.dtype
+                or tuple(node.shape) != out.shape):
+            return False
+        args = [self(a) for a in node.args]
+        if aliased(out, [leaf.data for a in args for leaf in a.leaves]):
+            return False
+        new_steps, _ = build_heavy(node, self.backend, self, out)
+        self.steps.extend(new_steps)
+        self.memo[id(node)] = _tensor.Tensor(out, node.device)
+        return True
+
     def __call__(self, node):
         """`node` with every heavy subtree replaced by what its builder returns, and every value
         chosen to be evaluated once replaced by its temporary."""
