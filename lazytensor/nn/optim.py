@@ -20,11 +20,20 @@ _F32 = np.dtype(np.float32)
 
 class _Unit:
     """What one kernel updates: a parameter, or a region of them (lazytensor.nn.regions) as one
-    flat tensor; its master weights and state are tensors of the same shape."""
-    __slots__ = ("index", "region", "weights", "master")
+    flat tensor; its master weights and state ({name: tensor}) have the same shape."""
+    __slots__ = ("index", "region", "weights", "master", "state")
 
     def __init__(self, index, region, weights):
-        self.index, self.region, self.weights, self.master = index, region, weights, None
+        self.index, self.region, self.weights, self.master, self.state = index, region, weights, None, {}
+
+
+class Target:
+    """One update of a step: the weights it writes (a parameter, or a region's flat tensor), their
+    master weights or None, the state tensors by name, and the gradient."""
+    __slots__ = ("weights", "master", "state", "grad")
+
+    def __init__(self, weights, master, state, grad):
+        self.weights, self.master, self.state, self.grad = weights, master, state, grad
 
 
 class Optimizer:
@@ -50,6 +59,7 @@ class Optimizer:
         for u in self.units:
             u.master = self._master_of(u) if master_weights else None
         self.master = self.per_parameter([u.master for u in self.units])
+        self._param_state = [{} for _ in self.params]     # per parameter: {name: its state, a view in a region}
 
     def _master_of(self, u: _Unit):
         w = u.weights
@@ -59,10 +69,17 @@ class Optimizer:
         m[...] = w.astype(np.float32)
         return m
 
-    def _state(self) -> list:
-        """A zero tensor per unit, in the dtype its update computes in (float32 beside master weights)."""
-        return [u.region.like(dtype) if u.region is not None else zeros(u.weights.shape, dtype, u.weights.device)
-                for u in self.units for dtype in [_F32 if u.master is not None else u.weights.dtype]]
+    def _state(self, name: str) -> list:
+        """State `name` of every unit: zeros in the dtype its update computes in (float32 beside master
+        weights); -> that state per parameter (a region's: views of its segments)."""
+        for u in self.units:
+            dtype = _F32 if u.master is not None else u.weights.dtype
+            u.state[name] = (u.region.like(dtype) if u.region is not None else
+                             zeros(u.weights.shape, dtype, u.weights.device))
+        views = self.per_parameter([u.state[name] for u in self.units])
+        for state, view in zip(self._param_state, views):
+            state[name] = view
+        return views
 
     def per_parameter(self, tensors) -> list:
         """One tensor per unit -> one per parameter (a region's: the views of its segments)."""
@@ -84,26 +101,33 @@ class Optimizer:
                 raise ValueError(f"gradient {i} has shape {tuple(g.shape)}, its parameter {tuple(p.shape)}")
         return grads
 
-    def gathered(self, grads) -> list:
-        """The gradients, one per parameter, as one per unit: a region's written into its flat
-        gradient buffer by the steps computing them (lazytensor.nn.regions)."""
+    def targets(self, grads) -> list:
+        """The step's updates as Targets: one per region, its gradients written into its flat gradient
+        buffer by the steps computing them (lazytensor.nn.regions); one per parameter outside regions,
+        and for a region whose gradients are all evaluated already (Tensors: copying them into the
+        region would cost a kernel per shape), each parameter over its views."""
         grads = self._check(grads)
-        return [u.region.gathered([grads[i] for i in u.index]) if u.region is not None else grads[u.index[0]]
-                for u in self.units]
+        out = []
+        for u in self.units:
+            if u.region is None or all(type(grads[i]) is Tensor for i in u.index):
+                out += [Target(self.params[i], self.master[i], self._param_state[i], grads[i]) for i in u.index]
+            else:
+                out.append(Target(u.weights, u.master, u.state, u.region.gathered([grads[i] for i in u.index])))
+        return out
 
     def updates(self, grads) -> list:
         """[(tensor, its new value), ...]: one step of every parameter (and its master weight, moments
         and the step count), to be written by one simultaneous assignment."""
-        return self.unit_updates(self.gathered(grads))
+        return self.target_updates(self.targets(grads))
 
-    def unit_updates(self, grads) -> list:
-        """updates() from the gradients of each unit (gathered())."""
+    def target_updates(self, targets, grads=None) -> list:
+        """updates() of the Targets, with other gradients where given (unscaled, clipped: one per target)."""
         writes = []
-        for k, (u, g) in enumerate(zip(self.units, grads)):
-            weights = u.weights if u.master is None else u.master
-            pairs = self._update(k, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
-            if u.master is not None:
-                pairs.append((u.weights, pairs[-1][1].astype(u.weights.dtype)))
+        for t, g in zip(targets, grads if grads is not None else [t.grad for t in targets]):
+            weights = t.weights if t.master is None else t.master
+            pairs = self._update(t.state, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
+            if t.master is not None:
+                pairs.append((t.weights, pairs[-1][1].astype(t.weights.dtype)))
             writes += pairs
         writes.append((self.taken, self.taken + 1))
         return writes
@@ -120,8 +144,9 @@ class Optimizer:
             assign(writes)
             self.steps += 1
 
-    def _update(self, k: int, w, g) -> list:
-        """[(tensor, its new value), ...] for unit k (a parameter or a region), the weights last."""
+    def _update(self, state: dict, w, g) -> list:
+        """[(tensor, its new value), ...] for weights w (a parameter or a region) with state tensors
+        `state` ({name: tensor of w's shape}) and gradient g, the weights last."""
         raise NotImplementedError
 
 
@@ -136,15 +161,14 @@ class SGD(Optimizer):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.dampening = float(momentum), float(dampening)
         self.weight_decay, self.nesterov = float(weight_decay), nesterov
-        self._buffers = self._state() if momentum else [None] * len(self.units)
-        self.buffers = self.per_parameter(self._buffers)
+        self.buffers = self._state("buf") if momentum else [None] * len(self.params)
 
-    def _update(self, k, w, g):
+    def _update(self, state, w, g):
         if self.weight_decay:
             g = g + self.weight_decay * w
         writes = []
         if self.momentum:
-            buf = self._buffers[k]
+            buf = state["buf"]
             new_buf = where(self.taken > 0, self.momentum * buf + (1.0 - self.dampening) * g, g)
             writes.append((buf, new_buf))
             g = g + self.momentum * new_buf if self.nesterov else new_buf
@@ -161,17 +185,16 @@ class AdamW(Optimizer):
         super().__init__(params, lr, master_weights, regions)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self._m, self._v = self._state(), self._state()
-        self.m, self.v = self.per_parameter(self._m), self.per_parameter(self._v)
+        self.m, self.v = self._state("m"), self._state("v")
 
-    def _update(self, k, w, g):
+    def _update(self, state, w, g):
         t = self.taken + 1                    # this step's number, on the device (float64 below, as Python's)
-        m = self.b1 * self._m[k] + (1.0 - self.b1) * g
-        v = self.b2 * self._v[k] + (1.0 - self.b2) * (g * g)
+        m = self.b1 * state["m"] + (1.0 - self.b1) * g
+        v = self.b2 * state["v"] + (1.0 - self.b2) * (g * g)
         step_size = (self.lr / (1.0 - self.b1 ** t)).astype(w.dtype)
         denom = sqrt(v) / sqrt(1.0 - self.b2 ** t).astype(w.dtype) + self.eps
         decayed = w * (1.0 - self.lr * self.weight_decay) if self.weight_decay else w
-        return [(self._m[k], m), (self._v[k], v), (w, decayed - step_size * (m / denom))]
+        return [(state["m"], m), (state["v"], v), (w, decayed - step_size * (m / denom))]
 
 
 def _norm(x):
@@ -197,15 +220,15 @@ class LARS(Optimizer):
         super().__init__(params, lr, master_weights)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.trust_coefficient = float(trust_coefficient)
-        self.buffers = self._state() if momentum else [None] * len(self.params)
+        self.buffers = self._state("buf") if momentum else [None] * len(self.params)
 
-    def _update(self, i, w, g):
+    def _update(self, state, w, g):
         wn, gn = _norm(w), _norm(g)
         local = _trust_ratio(self.trust_coefficient * wn, gn + self.weight_decay * wn, wn, gn).astype(w.dtype)
         d = (g + self.weight_decay * w) * local if self.weight_decay else g * local
         writes = []
         if self.momentum:
-            buf = self.buffers[i]
+            buf = state["buf"]
             d = where(self.taken > 0, self.momentum * buf + d, d)
             writes.append((buf, d))
         writes.append((w, w - self.lr * d))
@@ -223,13 +246,12 @@ class LAMB(Optimizer):
         super().__init__(params, lr, master_weights)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = self._state()
-        self.v = self._state()
+        self.m, self.v = self._state("m"), self._state("v")
 
-    def _update(self, i, w, g):
+    def _update(self, state, w, g):
         t = self.taken + 1
-        m = self.b1 * self.m[i] + (1.0 - self.b1) * g
-        v = self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)
+        m = self.b1 * state["m"] + (1.0 - self.b1) * g
+        v = self.b2 * state["v"] + (1.0 - self.b2) * (g * g)
         mhat = m / (1.0 - self.b1 ** t).astype(w.dtype)
         vhat = v / (1.0 - self.b2 ** t).astype(w.dtype)
         u = mhat / (sqrt(vhat) + self.eps)
@@ -237,4 +259,4 @@ class LAMB(Optimizer):
             u = u + self.weight_decay * w
         wn, un = _norm(w), _norm(u)
         ratio = _trust_ratio(wn, un, wn, un).astype(w.dtype)
-        return [(self.m[i], m), (self.v[i], v), (w, w - self.lr * ratio * u)]
+        return [(state["m"], m), (state["v"], v), (w, w - self.lr * ratio * u)]

@@ -125,22 +125,24 @@ class TrainStep:
                 grads, found = scaler.unscaled(grads)
                 grads, groups = data_parallel.averaged(grads)
                 found = all_reduced(found, "max", "AMP found_inf")
-                grads = opt.gathered(grads)
+                targets = opt.targets(grads)
+                grads = [t.grad for t in targets]
             else:                   # found_inf over each region's gradients as written: one reduction each
-                grads = opt.gathered(grads)
-                found = scaler.found(grads)
-                grads = scaler.unscale(grads)
+                targets = opt.targets(grads)
+                found = scaler.found([t.grad for t in targets])
+                grads = scaler.unscale([t.grad for t in targets])
             grads, norm = self._clipped(grads)
-            updates = scaler.guarded(opt.unit_updates(grads), found) + scaler.updates(found) + norm
+            updates = scaler.guarded(opt.target_updates(targets, grads), found) + scaler.updates(found) + norm
             del found
         else:
             grads = grad(loss, opt.params)
             backward = [what for _, what in grads.paths]
             if self.distributed:
                 grads, groups = data_parallel.averaged(list(grads))
-            grads, norm = self._clipped(opt.gathered(grads))
-            updates = opt.unit_updates(grads) + norm
-        del grads
+            targets = opt.targets(grads)
+            grads, norm = self._clipped([t.grad for t in targets])
+            updates = opt.target_updates(targets, grads) + norm
+        del grads, targets
         updates += _state_updates(self.model)
         if self.distributed:        # the loss reported is the global batch's
             loss = all_reduced(loss, "mean", "the loss")
