@@ -132,6 +132,10 @@ class Optimizer:
         writes.append((self.taken, self.taken + 1))
         return writes
 
+    def gradient_buffers(self) -> list:
+        """The regions' flat gradient tensors made so far (persistent: written by every step)."""
+        return [g for u in self.units if u.region is not None for g in u.region.gradient_buffers()]
+
     def hyperparameters(self) -> tuple:
         """The numbers a recorded step holds as constants: a change needs a new plan (lt.train_step)."""
         return tuple((k, v) for k, v in sorted(vars(self).items())

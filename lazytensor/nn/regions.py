@@ -67,8 +67,8 @@ class Region:
             target = self._gradients[dtype] = self.like(dtype)
         return region_write(target, grads, self.starts)
 
-    def nbytes(self) -> int:
-        return self.flat.data.nbytes
+    def gradient_buffers(self) -> list:
+        return list(self._gradients.values())
 
     @staticmethod
     def _segment(flat, start, p):

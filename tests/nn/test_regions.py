@@ -1,7 +1,6 @@
 """Parameters in regions (lazytensor.nn.regions): the layout, and updates over regions equal to the
 per-parameter updates bit for bit and to the rules written out in float64 NumPy."""
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
