@@ -46,7 +46,7 @@ class Region:
             segment = self._segment(self.flat, start, p)
             segment[...] = p.data
             _repoint(p, segment)
-        self._gradients: dict = {}      # dtype -> the persistent flat Tensor the gradients are written into
+        self._gradients: dict = {}      # dtype -> (the persistent flat Tensor the gradients are written into, its segments)
 
     def like(self, dtype) -> Tensor:
         """A flat zero Tensor of this region's layout in `dtype` (state, master weights, gradients)."""
@@ -62,13 +62,14 @@ class Region:
         """The gradients (one per parameter, in order) as one flat expression of this layout: a
         region_write into the persistent gradient region of their dtype."""
         dtype = np.result_type(*(g.dtype for g in grads))
-        target = self._gradients.get(dtype)
-        if target is None:
-            target = self._gradients[dtype] = self.like(dtype)
-        return region_write(target, grads, self.starts)
+        kept = self._gradients.get(dtype)
+        if kept is None:
+            flat = self.like(dtype)
+            kept = self._gradients[dtype] = (flat, self.views(flat))
+        return region_write(kept[0], kept[1], grads)
 
     def gradient_buffers(self) -> list:
-        return list(self._gradients.values())
+        return [flat for flat, _ in self._gradients.values()]
 
     @staticmethod
     def _segment(flat, start, p):

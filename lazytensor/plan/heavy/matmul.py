@@ -173,7 +173,9 @@ def _product_step(node, a, b, out, backend, cut, said, note=""):
         return MatmulStep(backend, a.data, b.data, out, note, epilogue=said)
     said = "no cuBLASLt epilogue for the bias gradient b.sum(axis=0): {}; a reduction step computes it"
     gemm, why = arguments_for(a.data, b.data, out)
-    summed = backend.empty(tuple(total.shape), total.dtype)
+    summed = getattr(cut, "written_into", {}).get(id(total))     # its segment of a region's gradients
+    if summed is None or summed.dtype != total.dtype:
+        summed = backend.empty(tuple(total.shape), total.dtype)
     why = why or bgrad_refusal(gemm, summed.shape, summed.strides, summed.dtype, out.dtype)
     if why:
         return MatmulStep(backend, a.data, b.data, out, note, epilogue=said.format(f"cuBLASLt does not take it as it is ({why})"))
