@@ -59,3 +59,29 @@ def test_a_new_max_norm_is_a_new_plan_and_bad_norm_types_are_refused():
     with pytest.raises(ValueError, match="grad_norm_type"):
         lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.1), max_grad_norm=1.0,
                       grad_norm_type=0)
+
+
+def test_amp_clips_the_unscaled_gradients():
+    """AMP: the norm is of the gradients after unscaling; plain SGD then moves the float32 weights
+    (the float16 parameters' master weights, BatchNorm's own) by lr * max_norm * total / (total + 1e-6)
+    in L2 when it clips, and a max_norm above the norm changes nothing, bit for bit."""
+    from tests.nn.test_train_step import batches, conv_net
+    x, y = batches(1, batch=8)[0]
+
+    def weights(opt):         # the float32 values each parameter's update computes in
+        return np.concatenate([(m if m is not None else p).numpy().astype(np.float64).ravel()
+                               for p, m in zip(opt.params, opt.master)])
+    got = {}
+    for max_norm in (None, 1e6, 0.01):
+        model = conv_net(seed=3, dtype=np.float16)
+        opt = lt.optim.SGD(model.parameters(), lr=0.1)
+        step = lt.train_step(model, lt.cross_entropy, opt, amp=True, max_grad_norm=max_norm)
+        before = weights(opt)
+        step(x, y)
+        got[max_norm] = [p.numpy() for p in model.parameters()], weights(opt) - before, step.grad_norm
+    for a, b in zip(got[None][0], got[1e6][0]):
+        np.testing.assert_array_equal(a, b)
+    total = float(got[1e6][2])
+    assert np.isfinite(total) and total > 0.01
+    np.testing.assert_allclose(float(got[0.01][2]), total, rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(got[0.01][1]), 0.1 * 0.01 * total / (total + 1e-6), rtol=1e-3)
