@@ -148,3 +148,22 @@ def test_the_update_is_one_kernel_whatever_the_shapes():
         step(x, lt.asarray(rng.integers(0, widths[-1], 6)))
         counts.append(len(step.last.plan.steps))
     assert counts[0] == counts[1]
+
+
+def test_weight_gradients_still_move_up_beside_their_dgrads():
+    """Every weight gradient writes the one gradient region; step order counts the segments each
+    step reaches (lazytensor.step.segments), so wgrads still move up beside their dgrads and the
+    arena is no larger than the per-parameter step's (where the gradients were temporaries in it)."""
+    from tests.step.test_memory_plan import resnet_like
+    rng = np.random.default_rng(1)
+    x = lt.asarray(rng.standard_normal((32, 8, 8, 3)).astype(np.float32))
+    y = lt.asarray(rng.integers(0, 4, 32))
+    memory = {}
+    for regions in (False, True):
+        model = resnet_like()
+        step = lt.train_step(model, lt.cross_entropy, lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
+                                                                    regions=regions))
+        step(x, y)
+        memory[regions] = step.last.plan.memory
+    assert memory[True].moved > 0
+    assert memory[True].arena <= memory[False].arena
