@@ -18,6 +18,8 @@ Design: docs/design/training-step.md, section "lazytensor/nn/regions.py".
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from lazytensor.core.readers import memory_of
@@ -76,10 +78,16 @@ class Region:
         return flat.data[start:start + p.size].reshape(p.shape)
 
 
+# id(parameter) -> the live Region it is in (a parameter moves once: a second optimizer over the same
+# parameters shares their regions, and one over others leaves them where they are)
+_placed = weakref.WeakValueDictionary()
+
+
 def regions(params) -> list | None:
     """The parameters in regions, one per (dtype, device) in order of first appearance, each
     parameter re-pointed at its segment; None (nothing changed) where some parameter cannot move:
-    a view of another tensor, a parameter listed twice, or not C-contiguous."""
+    a view of another tensor, a parameter listed twice, not C-contiguous, or in a live region
+    already unless the groups are exactly such regions (then those are shared)."""
     seen = set()
     for p in params:
         if id(p) in seen or p.view_of is not None or not p.data.flags.c_contiguous or p.size == 0:
@@ -88,7 +96,22 @@ def regions(params) -> list | None:
     groups: dict = {}
     for i, p in enumerate(params):
         groups.setdefault((p.dtype, p.device), []).append(i)
-    return [(idx, Region([params[i] for i in idx])) for idx in groups.values()]
+    placed = [_region_of(p) for p in params]
+    if any(r is not None for r in placed):
+        shared = [(idx, placed[idx[0]]) for idx in groups.values()]
+        exact = all(r is not None and len(r.params) == len(idx) and all(q is params[i] for q, i in zip(r.params, idx))
+                    for idx, r in shared)
+        return shared if exact else None
+    out = [(idx, Region([params[i] for i in idx])) for idx in groups.values()]
+    for _, region in out:
+        for p in region.params:
+            _placed[id(p)] = region
+    return out
+
+
+def _region_of(p):
+    region = _placed.get(id(p))
+    return region if region is not None and any(q is p for q in region.params) else None
 
 
 def _repoint(t: Tensor, data) -> None:

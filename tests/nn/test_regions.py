@@ -167,3 +167,18 @@ def test_weight_gradients_still_move_up_beside_their_dgrads():
         memory[regions] = step.last.plan.memory
     assert memory[True].moved > 0
     assert memory[True].arena <= memory[False].arena
+
+
+def test_a_second_optimizer_shares_the_regions_or_leaves_them():
+    model = _mlp([5, 7, 3])
+    first = lt.optim.SGD(model.parameters(), lr=0.1)
+    second = lt.optim.AdamW(model.parameters())
+    assert second.regions and second.units[0].region is first.units[0].region
+    part = lt.optim.SGD(model.parameters()[:2], lr=0.1)      # some of a region's parameters: left in place
+    assert not part.regions
+    rng = np.random.default_rng(0)
+    grads = [lt.asarray(rng.standard_normal(p.shape).astype(np.float32)) for p in model.parameters()]
+    want = [p.numpy() - 0.1 * g.numpy() for p, g in zip(model.parameters(), grads)]
+    first.step([g + 0 for g in grads])      # lazy gradients: the region's update
+    for p, w in zip(model.parameters(), want):
+        np.testing.assert_array_equal(p.numpy(), w)
