@@ -28,6 +28,8 @@ lt.config and torch.backends, printed with the table).
 
 LAZYTENSOR_BENCH_QUICK=1 (or --quick) runs each configuration for a few steps: a smoke test.
 LAZYTENSOR_BENCH_ONLY=ResNet-50 runs only the configurations whose label contains that text.
+LAZYTENSOR_BENCH_REGIONS=0 updates lazytensor's parameters one by one instead of over regions
+(lazytensor.nn.regions); the row's note gives the steps per call and which.
 """
 from __future__ import annotations
 
@@ -109,12 +111,15 @@ def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
     with PeakMemory(device) as peak:
         model = build_model(name, px, _num_classes(px), dtype=dtype, device=device)
         x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
-        optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+        optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY,
+                        regions=os.environ.get("LAZYTENSOR_BENCH_REGIONS", "1") != "0")
         step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(amp, amp))
         seconds = timer(lambda: step(x, labels))
         backend_for(device).synchronize()
     label = "" if amp is None else " (AMP)" if amp == "float16" else f" (AMP {amp})"
-    return Row(config, LAZYTENSOR + label, batch / seconds, peak.bytes if device == "cuda" else None)
+    where = (f"parameters in {len(optimizer.units)} regions" if optimizer.regions else "per-parameter updates")
+    return Row(config, LAZYTENSOR + label, batch / seconds, peak.bytes if device == "cuda" else None,
+               f"{len(step.last.plan.steps)} steps per call, {where}")
 
 
 def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:

@@ -47,9 +47,14 @@ class LossScaler:
     def unscaled(self, grads) -> tuple:
         """-> (the gradients divided by the scale, in float32; found_inf: an expression, True where
         any element of any gradient is inf or NaN)."""
+        return self.unscale(grads), self.found(grads)
+
+    @staticmethod
+    def found(grads):
+        """True where any element of any gradient is inf or NaN: one reduction per gradient shape."""
         # One reduction per gradient shape, over all the gradients of that shape at once (a BatchNorm's
-        # dgamma and dbeta, the convolutions of one shape): the same booleans as one per gradient, in
-        # far fewer launches (VGG16-BN: 45 gradients, 17 shapes; ResNet-50: 161 gradients, 28 shapes).
+        # dgamma and dbeta, the convolutions of one shape; a parameter region's flat gradient is one
+        # shape of its own): the same booleans as one per gradient, in far fewer launches.
         by_shape: dict = {}
         for g in grads:
             by_shape.setdefault(tuple(g.shape), []).append(g)
@@ -60,8 +65,11 @@ class LossScaler:
                 bad = bad | ~isfinite(g)
             bad = any_(bad)
             found = bad if found is None else found | bad
+        return found
+
+    def unscale(self, grads) -> list:
         inverse = 1.0 / self.scale
-        return [g.astype(_F32) * inverse for g in grads], found
+        return [g.astype(_F32) * inverse for g in grads]
 
     def guarded(self, pairs, found) -> list:
         """The step's writes, each keeping the old value where the step overflowed."""

@@ -13,12 +13,35 @@ from lazytensor.ops.reductions import sum as _sum
 from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
 from lazytensor.core.dtypes import is_float
+from lazytensor.nn.regions import regions as in_regions
 
 _F32 = np.dtype(np.float32)
 
 
+class _Unit:
+    """What one kernel updates: a parameter, or a region of them (lazytensor.nn.regions) as one
+    flat tensor; its master weights and state ({name: tensor}) have the same shape."""
+    __slots__ = ("index", "region", "weights", "master", "state")
+
+    def __init__(self, index, region, weights):
+        self.index, self.region, self.weights, self.master, self.state = index, region, weights, None, {}
+
+
+class Target:
+    """One update of a step: the weights it writes (a parameter, or a region's flat tensor), their
+    master weights or None, the state tensors by name, and the gradient."""
+    __slots__ = ("weights", "master", "state", "grad")
+
+    def __init__(self, weights, master, state, grad):
+        self.weights, self.master, self.state, self.grad = weights, master, state, grad
+
+
 class Optimizer:
-    def __init__(self, params, lr: float, master_weights: bool = True):
+    # Rules of elementwise updates run over whole regions; a rule with per-tensor norms (LARS, LAMB)
+    # updates each parameter on its own.
+    over_regions = True
+
+    def __init__(self, params, lr: float, master_weights: bool = True, regions: bool = True):
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters")
@@ -29,19 +52,44 @@ class Optimizer:
         self.steps = 0
         self.taken = zeros((), np.int64, self.params[0].device)   # steps taken, on the device
         self.master_weights = bool(master_weights)
-        self.master = [self._master_of(p) if master_weights else None for p in self.params]
+        packed = in_regions(self.params) if regions and self.over_regions else None
+        self.regions = bool(packed)
+        self.units = ([_Unit(idx, region, region.flat) for idx, region in packed] if packed else
+                      [_Unit([i], None, p) for i, p in enumerate(self.params)])
+        for u in self.units:
+            u.master = self._master_of(u) if master_weights else None
+        self.master = self.per_parameter([u.master for u in self.units])
+        self._param_state = [{} for _ in self.params]     # per parameter: {name: its state, a view in a region}
 
-    @staticmethod
-    def _master_of(p: Tensor):
-        if p.dtype.itemsize >= 4:
+    def _master_of(self, u: _Unit):
+        w = u.weights
+        if w.dtype.itemsize >= 4:
             return None
-        m = empty(p.shape, np.float32, p.device)
-        m[...] = p.astype(np.float32)
+        m = u.region.like(_F32) if u.region is not None else empty(w.shape, np.float32, w.device)
+        m[...] = w.astype(np.float32)
         return m
 
-    def _state(self) -> list:
-        """A zero tensor per parameter, in the dtype its update computes in (float32 beside master weights)."""
-        return [zeros(p.shape, _F32 if m is not None else p.dtype, p.device) for p, m in zip(self.params, self.master)]
+    def _state(self, name: str) -> list:
+        """State `name` of every unit: zeros in the dtype its update computes in (float32 beside master
+        weights); -> that state per parameter (a region's: views of its segments)."""
+        for u in self.units:
+            dtype = _F32 if u.master is not None else u.weights.dtype
+            u.state[name] = (u.region.like(dtype) if u.region is not None else
+                             zeros(u.weights.shape, dtype, u.weights.device))
+        views = self.per_parameter([u.state[name] for u in self.units])
+        for state, view in zip(self._param_state, views):
+            state[name] = view
+        return views
+
+    def per_parameter(self, tensors) -> list:
+        """One tensor per unit -> one per parameter (a region's: the views of its segments)."""
+        out = [None] * len(self.params)
+        for u, t in zip(self.units, tensors):
+            if t is None:
+                continue
+            for i, v in zip(u.index, u.region.views(t) if u.region is not None else [t]):
+                out[i] = v
+        return out
 
     def _check(self, grads) -> list:
         grads = list(grads)
@@ -53,20 +101,40 @@ class Optimizer:
                 raise ValueError(f"gradient {i} has shape {tuple(g.shape)}, its parameter {tuple(p.shape)}")
         return grads
 
+    def targets(self, grads) -> list:
+        """The step's updates as Targets: one per region, its gradients written into its flat gradient
+        buffer by the steps computing them (lazytensor.nn.regions); one per parameter outside regions,
+        and for a region whose gradients are all evaluated already (Tensors: copying them into the
+        region would cost a kernel per shape), each parameter over its views."""
+        grads = self._check(grads)
+        out = []
+        for u in self.units:
+            if u.region is None or all(type(grads[i]) is Tensor for i in u.index):
+                out += [Target(self.params[i], self.master[i], self._param_state[i], grads[i]) for i in u.index]
+            else:
+                out.append(Target(u.weights, u.master, u.state, u.region.gathered([grads[i] for i in u.index])))
+        return out
+
     def updates(self, grads) -> list:
         """[(tensor, its new value), ...]: one step of every parameter (and its master weight, moments
         and the step count), to be written by one simultaneous assignment."""
-        grads = self._check(grads)
+        return self.target_updates(self.targets(grads))
+
+    def target_updates(self, targets, grads=None) -> list:
+        """updates() of the Targets, with other gradients where given (unscaled, clipped: one per target)."""
         writes = []
-        for i, (p, g) in enumerate(zip(self.params, grads)):
-            master = self.master[i]
-            weights = p if master is None else master
-            pairs = self._update(i, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
-            if master is not None:
-                pairs.append((p, pairs[-1][1].astype(p.dtype)))
+        for t, g in zip(targets, grads if grads is not None else [t.grad for t in targets]):
+            weights = t.weights if t.master is None else t.master
+            pairs = self._update(t.state, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
+            if t.master is not None:
+                pairs.append((t.weights, pairs[-1][1].astype(t.weights.dtype)))
             writes += pairs
         writes.append((self.taken, self.taken + 1))
         return writes
+
+    def gradient_buffers(self) -> list:
+        """The regions' flat gradient tensors made so far (persistent: written by every step)."""
+        return [g for u in self.units if u.region is not None for g in u.region.gradient_buffers()]
 
     def hyperparameters(self) -> tuple:
         """The numbers a recorded step holds as constants: a change needs a new plan (lt.train_step)."""
@@ -80,8 +148,9 @@ class Optimizer:
             assign(writes)
             self.steps += 1
 
-    def _update(self, i: int, w, g) -> list:
-        """[(tensor, its new value), ...] for parameter i, the weights last."""
+    def _update(self, state: dict, w, g) -> list:
+        """[(tensor, its new value), ...] for weights w (a parameter or a region) with state tensors
+        `state` ({name: tensor of w's shape}) and gradient g, the weights last."""
         raise NotImplementedError
 
 
@@ -90,20 +159,20 @@ class SGD(Optimizer):
     (buf = g on the first step); g = g + momentum * buf if nesterov else buf; w -= lr * g."""
 
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False, master_weights: bool = True):
-        super().__init__(params, lr, master_weights)
+                 nesterov: bool = False, master_weights: bool = True, regions: bool = True):
+        super().__init__(params, lr, master_weights, regions)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.dampening = float(momentum), float(dampening)
         self.weight_decay, self.nesterov = float(weight_decay), nesterov
-        self.buffers = self._state() if momentum else [None] * len(self.params)
+        self.buffers = self._state("buf") if momentum else [None] * len(self.params)
 
-    def _update(self, i, w, g):
+    def _update(self, state, w, g):
         if self.weight_decay:
             g = g + self.weight_decay * w
         writes = []
         if self.momentum:
-            buf = self.buffers[i]
+            buf = state["buf"]
             new_buf = where(self.taken > 0, self.momentum * buf + (1.0 - self.dampening) * g, g)
             writes.append((buf, new_buf))
             g = g + self.momentum * new_buf if self.nesterov else new_buf
@@ -116,21 +185,20 @@ class AdamW(Optimizer):
     v = b2 v + (1 - b2) g^2; w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
-                 master_weights: bool = True):
-        super().__init__(params, lr, master_weights)
+                 master_weights: bool = True, regions: bool = True):
+        super().__init__(params, lr, master_weights, regions)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = self._state()
-        self.v = self._state()
+        self.m, self.v = self._state("m"), self._state("v")
 
-    def _update(self, i, w, g):
+    def _update(self, state, w, g):
         t = self.taken + 1                    # this step's number, on the device (float64 below, as Python's)
-        m = self.b1 * self.m[i] + (1.0 - self.b1) * g
-        v = self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)
+        m = self.b1 * state["m"] + (1.0 - self.b1) * g
+        v = self.b2 * state["v"] + (1.0 - self.b2) * (g * g)
         step_size = (self.lr / (1.0 - self.b1 ** t)).astype(w.dtype)
         denom = sqrt(v) / sqrt(1.0 - self.b2 ** t).astype(w.dtype) + self.eps
         decayed = w * (1.0 - self.lr * self.weight_decay) if self.weight_decay else w
-        return [(self.m[i], m), (self.v[i], v), (w, decayed - step_size * (m / denom))]
+        return [(state["m"], m), (state["v"], v), (w, decayed - step_size * (m / denom))]
 
 
 def _norm(x):
@@ -147,22 +215,24 @@ def _trust_ratio(numerator, denominator, wn, other_norm):
 class LARS(Optimizer):
     """You et al. 2017 with PyTorch-style momentum: local = trust_coefficient * |w| / (|g| + wd |w|)
     (1 unless both norms are > 0); d = (g + wd w) * local; buf = d on the first step, else
-    momentum * buf + d; w -= lr * buf. |.| is the L2 norm over the whole tensor."""
+    momentum * buf + d; w -= lr * buf. |.| is the L2 norm over the whole tensor, so each
+    parameter is updated on its own (its norms are two reductions of the update's plan)."""
+    over_regions = False
 
     def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
                  trust_coefficient: float = 0.001, master_weights: bool = True):
         super().__init__(params, lr, master_weights)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.trust_coefficient = float(trust_coefficient)
-        self.buffers = self._state() if momentum else [None] * len(self.params)
+        self.buffers = self._state("buf") if momentum else [None] * len(self.params)
 
-    def _update(self, i, w, g):
+    def _update(self, state, w, g):
         wn, gn = _norm(w), _norm(g)
         local = _trust_ratio(self.trust_coefficient * wn, gn + self.weight_decay * wn, wn, gn).astype(w.dtype)
         d = (g + self.weight_decay * w) * local if self.weight_decay else g * local
         writes = []
         if self.momentum:
-            buf = self.buffers[i]
+            buf = state["buf"]
             d = where(self.taken > 0, self.momentum * buf + d, d)
             writes.append((buf, d))
         writes.append((w, w - self.lr * d))
@@ -170,22 +240,22 @@ class LARS(Optimizer):
 
 
 class LAMB(Optimizer):
-    """You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
+    """Per parameter, as LARS. You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
     m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
     + wd w; ratio = |w| / |u| (1 unless both norms are > 0); w -= lr * ratio * u."""
+    over_regions = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
                  master_weights: bool = True):
         super().__init__(params, lr, master_weights)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = self._state()
-        self.v = self._state()
+        self.m, self.v = self._state("m"), self._state("v")
 
-    def _update(self, i, w, g):
+    def _update(self, state, w, g):
         t = self.taken + 1
-        m = self.b1 * self.m[i] + (1.0 - self.b1) * g
-        v = self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)
+        m = self.b1 * state["m"] + (1.0 - self.b1) * g
+        v = self.b2 * state["v"] + (1.0 - self.b2) * (g * g)
         mhat = m / (1.0 - self.b1 ** t).astype(w.dtype)
         vhat = v / (1.0 - self.b2 ** t).astype(w.dtype)
         u = mhat / (sqrt(vhat) + self.eps)
@@ -193,4 +263,4 @@ class LAMB(Optimizer):
             u = u + self.weight_decay * w
         wn, un = _norm(w), _norm(u)
         ratio = _trust_ratio(wn, un, wn, un).astype(w.dtype)
-        return [(self.m[i], m), (self.v[i], v), (w, w - self.lr * ratio * u)]
+        return [(state["m"], m), (state["v"], v), (w, w - self.lr * ratio * u)]

@@ -22,6 +22,7 @@ def memory_parts(planned, optimizer) -> dict:
     parts = {"parameters": take(optimizer.params),
              "master weights": take(getattr(optimizer, "master", ())),
              "static inputs": take((planned.x, planned.labels)),
+             "gradient regions": take(getattr(optimizer, "gradient_buffers", list)()),
              "other results": take(rec.dests)}
     parts["other tensors read"] = sum(external.values())
     parts["arena"] = memory.arena
@@ -44,7 +45,8 @@ def memory_lines(planned, optimizer) -> list:
              f"temporaries get the arena)",
              f"  persistent (kept between calls, written in place): parameters {parts['parameters'] / _MB:.3f} MB "
              f"({dtypes}), float32 master weights {parts['master weights'] / _MB:.3f} MB, the other results the step "
-             f"writes {parts['other results'] / _MB:.3f} MB (optimizer state, step count, loss scale, loss), other "
+             f"writes {parts['other results'] / _MB:.3f} MB (optimizer state, step count, loss scale, loss), the "
+             f"parameter regions' gradients {parts['gradient regions'] / _MB:.3f} MB, other "
              f"tensors it reads {parts['other tensors read'] / _MB:.3f} MB (batch_norm running statistics), static "
              f"inputs {parts['static inputs'] / _MB:.3f} MB",
              "  " + memory.describe()]

@@ -14,6 +14,7 @@ from lazytensor.nn import data_parallel
 from lazytensor.ops.collectives import all_reduced
 from lazytensor.nn.optim import Optimizer
 from lazytensor.nn.step_memory import memory_lines
+from lazytensor.nn.utils import clip_grad_norm
 from lazytensor.reuse.bounded import make_room
 from lazytensor.assign.evaluate import evaluate
 from lazytensor.step.recorded import RecordedAssignment
@@ -40,7 +41,8 @@ class PlannedStep:
 class TrainStep:
     """One training step of `model` under `optimizer`: see lt.train_step."""
 
-    def __init__(self, model, loss_fn, optimizer, *, amp=False, distributed=False):
+    def __init__(self, model, loss_fn, optimizer, *, amp=False, distributed=False, max_grad_norm=None,
+                 grad_norm_type=2.0):
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"lt.train_step: model must be an lt.nn.Module (callable, with parameters()); "
                             f"got {type(model).__name__}")
@@ -64,6 +66,11 @@ class TrainStep:
             if self.amp_dtype == np.float16:      # bfloat16 has float32's range: no loss scaling
                 self.scaler = (amp if isinstance(amp, LossScaler) else LossScaler()).on(self.device)
         self.amp = self.amp_dtype is not None
+        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
+        self.grad_norm_type = float(grad_norm_type)
+        if self.max_grad_norm is not None and not (self.grad_norm_type > 0):
+            raise ValueError(f"lt.train_step: grad_norm_type must be positive or inf; got {grad_norm_type}")
+        self.grad_norm = None       # with max_grad_norm: the latest step's total gradient norm (a 0-d Tensor)
         self.distributed = bool(distributed)
         if self.distributed:
             data_parallel.broadcast_parameters(model, optimizer)
@@ -72,7 +79,8 @@ class TrainStep:
 
     def __call__(self, x, labels):
         key = (_signature(x, "x"), _signature(labels, "labels"), self.optimizer.hyperparameters(),
-               self.scaler.hyperparameters() if self.scaler is not None else None, config.state())
+               self.scaler.hyperparameters() if self.scaler is not None else None, config.state(),
+               (self.max_grad_norm, self.grad_norm_type))
         planned = self._plans.get(key)
         # Ctrl-C during the step arrives after it: parameters and state are never half updated.
         with interrupts_deferred():
@@ -108,23 +116,33 @@ class TrainStep:
                              f"lt.cross_entropy(logits, labels)); got {loss!r:.100}")
         loss_out = empty(tuple(loss.shape), loss.dtype, self.device)
         groups = ()
+        opt = self.optimizer
         if self.scaler is not None:
             scaler = self.scaler
-            grads = grad(scaler.scaled(loss), self.optimizer.params)
+            grads = grad(scaler.scaled(loss), opt.params)
             backward = [what for _, what in grads.paths]
-            grads, found = scaler.unscaled(grads)
             if self.distributed:    # every rank skips the step where any rank overflowed
+                grads, found = scaler.unscaled(grads)
                 grads, groups = data_parallel.averaged(grads)
                 found = all_reduced(found, "max", "AMP found_inf")
-            updates = scaler.guarded(self.optimizer.updates(grads), found) + scaler.updates(found)
+                targets = opt.targets(grads)
+                grads = [t.grad for t in targets]
+            else:                   # found_inf over each region's gradients as written: one reduction each
+                targets = opt.targets(grads)
+                found = scaler.found([t.grad for t in targets])
+                grads = scaler.unscale([t.grad for t in targets])
+            grads, norm = self._clipped(grads)
+            updates = scaler.guarded(opt.target_updates(targets, grads), found) + scaler.updates(found) + norm
             del found
         else:
-            grads = grad(loss, self.optimizer.params)
+            grads = grad(loss, opt.params)
             backward = [what for _, what in grads.paths]
             if self.distributed:
                 grads, groups = data_parallel.averaged(list(grads))
-            updates = self.optimizer.updates(grads)
-        del grads
+            targets = opt.targets(grads)
+            grads, norm = self._clipped([t.grad for t in targets])
+            updates = opt.target_updates(targets, grads) + norm
+        del grads, targets
         updates += _state_updates(self.model)
         if self.distributed:        # the loss reported is the global batch's
             loss = all_reduced(loss, "mean", "the loss")
@@ -132,6 +150,16 @@ class TrainStep:
         del updates
         plan = RecordedAssignment(pairs, "train_step")
         return PlannedStep(xs, ys, loss_out, plan, len(pairs), backward, groups)
+
+    def _clipped(self, grads) -> tuple:
+        """(the gradients of each unit, scaled as torch.nn.utils.clip_grad_norm_ scales them where
+        max_grad_norm is set; the write of the total norm into self.grad_norm, as pairs)."""
+        if self.max_grad_norm is None:
+            return grads, []
+        grads, total = clip_grad_norm(grads, self.max_grad_norm, self.grad_norm_type)
+        if self.grad_norm is None or self.grad_norm.dtype != total.dtype:
+            self.grad_norm = empty((), total.dtype, self.device)
+        return grads, [(self.grad_norm, total)]
 
     # -- lt.explain(step) ----------------------------------------------------------------------
     def explanation(self, source: bool = True, detail=None):
@@ -176,14 +204,19 @@ class TrainStep:
         return "\n".join(lines), steps, before + after
 
 
-def train_step(model, loss_fn, optimizer, *, amp=False, distributed=False) -> TrainStep:
+def train_step(model, loss_fn, optimizer, *, amp=False, distributed=False, max_grad_norm=None,
+               grad_norm_type=2.0) -> TrainStep:
     """One training step, planned once: `step = lt.train_step(model, loss_fn, optimizer)`, then
     `loss = step(x, labels)` runs forward (train mode), lt.grad and the optimizer's update and
     returns the loss as a 0-d Tensor. amp: False; True, "float16" or a LossScaler (float16 with
     dynamic loss scaling); "bfloat16" (no loss scaling). distributed=True: data parallel over the
     ranks of lazytensor.distributed (each rank passes its shard; gradients averaged in buckets,
-    parameters broadcast from rank 0 now). See lazytensor.nn.train_step."""
-    return TrainStep(model, loss_fn, optimizer, amp=amp, distributed=distributed)
+    parameters broadcast from rank 0 now). max_grad_norm: the gradients clipped by their total norm
+    (grad_norm_type 2, inf or another positive p) as torch.nn.utils.clip_grad_norm_ clips them, after
+    unscaling (AMP) and averaging (distributed), in the same plan; `step.grad_norm` holds the latest
+    total norm. See lazytensor.nn.train_step."""
+    return TrainStep(model, loss_fn, optimizer, amp=amp, distributed=distributed, max_grad_norm=max_grad_norm,
+                     grad_norm_type=grad_norm_type)
 
 
 def _state_updates(model) -> list:

@@ -12,6 +12,7 @@ from lazytensor.core.expr import Expr
 from lazytensor.core import tensor as _tensor
 from lazytensor.plan.elementwise import aliased, elementwise_steps
 from lazytensor.plan.evaluated import evaluating_step, materialized
+from lazytensor.plan.heavy.matmul import build_transposed_matmul
 from lazytensor.plan.heavy.matmul_epilogue import available, epilogue_sites
 from lazytensor.plan.heavy.table import HEAVY, PATTERNS, ROOT_WRITERS
 from lazytensor.plan.lower import lower
@@ -58,6 +59,29 @@ class _Cut:
     def plan(self, root, out, backend) -> list:
         """The steps of `out[...] = root` inside a builder (a view's temporary, a part's slice)."""
         return plan(root, out, backend)
+
+    def into(self, node, out) -> bool:
+        """Plan the heavy `node` to write the array `out` itself, as a root writer writes its
+        destination (a weight gradient into its segment of a region), its steps appended; False
+        where it cannot (not a root writer nor a weight gradient's transposed product, planned
+        already, another shape or dtype, or an operand reading `out` through another index map)."""
+        if (not node.heavy or node.op not in ROOT_WRITERS and node.op != "materialize" or id(node) in self.memo
+                or node.dtype != out.dtype or tuple(node.shape) != out.shape):
+            return False
+        if node.op == "materialize":        # (a @ b).T written through out's transposed view, or nothing
+            built = build_transposed_matmul(node, self.backend, self, out)
+            if built is None:
+                return False
+            new_steps, value = built
+        else:
+            args = [self(a) for a in node.args]
+            if aliased(out, [leaf.data for a in args for leaf in a.leaves]):
+                return False
+            new_steps, value = build_heavy(node, self.backend, self, out)
+            value = _tensor.Tensor(out, node.device)
+        self.steps.extend(new_steps)
+        self.memo[id(node)] = value
+        return True
 
     def __call__(self, node):
         """`node` with every heavy subtree replaced by what its builder returns, and every value

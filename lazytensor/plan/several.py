@@ -39,6 +39,9 @@ def plan_several(pairs, backend) -> list:
     # A matmul read through a shared view (a weight gradient's transpose) is planned by that view's
     # builder, which may compute the product transposed, as it is read (lazytensor.plan.heavy.matmul).
     viewed = {id(n.args[0]) for n, _ in shared if n.op == "materialize" and getattr(n.args[0], "op", None) == "matmul"}
+    # A region's gradients first: its builder has each weight gradient's step write its segment, which
+    # it cannot once that gradient was planned into a temporary of its own (lazytensor.plan.heavy.region_write).
+    shared.sort(key=lambda pair: pair[0].op != "region_write")
     for node, users in shared:
         if id(node) in viewed:
             continue

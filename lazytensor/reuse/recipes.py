@@ -127,7 +127,8 @@ class Source(tuple):
 
 class Recipe:
     """The steps of one plan with every array replaced by where it comes from, so that the recipe
-    holds no memory: ("tensor", i), ("out",), or ("temp", j, byte offset, shape, dtype, strides)
+    holds no memory: ("tensor", i), ("out",), ("within", i, byte offset, shape, dtype, strides) for
+    a view lying inside the C-contiguous tensor i, or ("temp", j, byte offset, shape, dtype, strides)
     for an array in the j-th allocation the plan made (a temporary, or a view of one). A fresh
     allocation of the same span replaces each at every instantiation, the arrays at the same
     offsets in it. The distinct sources are numbered, and each step is rebuilt by a small
@@ -142,12 +143,32 @@ class Recipe:
         reserved = {id(owner(a)) for a in (*tensors, out)}
         numbers: dict = {}                  # Source -> its index in self.sources
 
+        inside: dict = {}                   # id(owner) -> [(i, lowest, highest byte)] of the C-contiguous tensors
+
+        def within(a):
+            """(i, offset) where `a` lies inside the C-contiguous tensor i (a transposed view of a
+            weight gradient's segment of a region, made while planning), else None."""
+            if not inside:
+                for i, t in enumerate(tensors):
+                    if t.flags.c_contiguous:
+                        inside.setdefault(id(owner(t)), []).append((i, *extent(t)))
+                inside[None] = []
+            lo, hi = extent(a)
+            for i, tlo, thi in inside.get(id(owner(a)), ()):
+                if tlo <= lo and hi <= thi:
+                    return i, address(a) - address(tensors[i])
+            return None
+
         def source(a):
             src = where.get(id(a))
             if src is None:
                 own = owner(a)
                 if id(own) in reserved:
-                    raise _NotRebindable("a step holds a view of an input or of the destination")
+                    found = within(a)
+                    if found is None:
+                        raise _NotRebindable("a step holds a view of an input or of the destination")
+                    src = Source(("within", *found, a.shape, a.dtype, a.strides))
+                    return Source((numbers.setdefault(src, len(numbers)),))
                 j = owners.get(id(own))
                 if j is None:
                     j = owners[id(own)] = len(spans)
@@ -203,6 +224,9 @@ class Recipe:
             return tensors[src[1]]
         if kind == "out":
             return out
+        if kind == "within":                # a view inside tensor i, at the same place in the new one
+            _, i, offset, shape, dtype, strides = src
+            return self.backend.view(tensors[i], offset, shape, dtype, strides)
         _, j, offset, shape, dtype, strides = src
         base = fresh[j]
         if offset == 0 and shape == base.shape and strides == base.strides and dtype == base.dtype:

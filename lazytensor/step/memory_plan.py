@@ -12,6 +12,7 @@ from lazytensor.core.expr import Const
 from lazytensor.core.memory import address, extent, owner, owner_address
 from lazytensor.core.tensor import Tensor
 from lazytensor.reuse.recipes import Source, StepTemplate
+from lazytensor.step.segments import keys as segment_keys
 from lazytensor.step.step_order import memory_order
 from lazytensor.plan.steps import FusedElementwise
 
@@ -45,7 +46,7 @@ class MemoryPlan:
             own = owner(a)
             if a.size == 0:
                 return a
-            touches[at[0]].add(id(own))
+            touches[at[0]].update(segment_keys(a))
             if id(own) in external:
                 return a
             j = index.get(id(own))
@@ -271,7 +272,7 @@ def _written(step):
                     return None
                 out |= nested
             elif name in names and hasattr(x, "shape"):
-                out.add(id(owner(x)))
+                out.update(segment_keys(x))
     return out
 
 

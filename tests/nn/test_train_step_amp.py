@@ -13,9 +13,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:Runtim
                                         "ignore:overflow encountered:RuntimeWarning")
 
 
-def amp_step(net, seed=3, **scaler):
+def amp_step(net, seed=3, regions=True, **scaler):
     model = net(seed=seed, dtype=np.float16)
-    opt = lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, regions=regions)
     amp = lt.nn.LossScaler(**scaler) if scaler else True
     return model, opt, lt.train_step(model, lt.cross_entropy, opt, amp=amp)
 
@@ -95,12 +95,16 @@ def test_amp_needs_a_float16_model():
         lt.nn.LossScaler(growth_factor=0.5)
 
 
-def test_found_inf_is_one_reduction_per_gradient_shape():
+@pytest.mark.parametrize("regions", [False, True])
+def test_found_inf_is_one_reduction_per_gradient_shape_or_region(regions):
     # conv_net's gradients: the conv weight, BatchNorm's gamma and beta (one shape), the Linear's
-    # weight and bias: 5 gradients, 4 shapes, so 4 `any` reductions, not 5
-    model, opt, step = amp_step(conv_net)
+    # weight and bias: 5 gradients, 4 shapes, so 4 `any` reductions, not 5; over regions, one per
+    # region: float16 (the conv and the Linear) and float32 (BatchNorm)
+    model, opt, step = amp_step(conv_net, regions=regions)
     step(*batches(1, batch=8)[0])
     shapes = {tuple(p.shape) for p in model.parameters()}
     assert len(model.parameters()) == 5 and len(shapes) == 4
     described = [s.describe(source=False) for s in step.last.plan.steps]
-    assert sum(d.startswith("FusedReduction") and " any over " in d for d in described) == len(shapes)
+    want = 2 if regions else len(shapes)
+    assert len(opt.units) == (2 if regions else 5)
+    assert sum(d.startswith("FusedReduction") and " any over " in d for d in described) == want

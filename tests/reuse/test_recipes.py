@@ -108,7 +108,7 @@ def test_a_destination_that_is_also_read_is_planned_every_time(monkeypatch):
     assert len(calls) == 4 and recipes.count() == 0
 
 
-def test_a_plan_holding_a_view_of_an_input_is_made_each_time_without_retrying(monkeypatch):
+def test_a_plan_holding_a_view_beyond_its_input_is_made_each_time_without_retrying(monkeypatch):
     from lazytensor.plan.elementwise import copy_step
     made, tried = [], []
     real = recipes.Recipe
@@ -117,18 +117,35 @@ def test_a_plan_holding_a_view_of_an_input_is_made_each_time_without_retrying(mo
         tried.append(1)
         return real(*args)
     monkeypatch.setattr(recipes, "Recipe", counting)
-    x = lt.asarray(arr((6, 4), 0))
+    base = arr((8, 4), 0)
+    x = lt.asarray(base[2:])                   # a tensor over part of an allocation
     root = x.sum(axis=0)
 
-    def make_plan(root, out, backend):         # a plan reading a view it made of its input
+    def make_plan(root, out, backend):         # a plan reading a view of that allocation outside x
         made.append(1)
-        return [copy_step(backend, x.data[0], out, "first row")]
+        return [copy_step(backend, base[0], out, "a row before x")]
     for _ in range(3):
         out = np.empty(4, F32)
         for step in recipes.planned(root, out, x.backend, make_plan):
             step.run()
-        np.testing.assert_array_equal(out, x.numpy()[0])
+        np.testing.assert_array_equal(out, base[0])
     assert len(made) == 3 and len(tried) == 1 and recipes.count() == 0
+
+
+def test_a_view_inside_an_input_is_rebound_inside_the_new_input():
+    from lazytensor.plan.elementwise import copy_step
+    made = []
+
+    def make_plan(root, out, backend):         # a plan reading a view it made inside its input
+        made.append(1)
+        return [copy_step(backend, root.args[0].data[1], out, "second row")]
+    for seed in range(3):
+        x = lt.asarray(arr((6, 4), seed))
+        out = np.empty(4, F32)
+        for step in recipes.planned(x.sum(axis=0), out, x.backend, make_plan):
+            step.run()
+        np.testing.assert_array_equal(out, x.numpy()[1])
+    assert len(made) == 1
 
 
 @pytest.mark.parametrize("device, dtype, c", CBR_CONFIGS)

@@ -173,7 +173,9 @@ def _product_step(node, a, b, out, backend, cut, said, note=""):
         return MatmulStep(backend, a.data, b.data, out, note, epilogue=said)
     said = "no cuBLASLt epilogue for the bias gradient b.sum(axis=0): {}; a reduction step computes it"
     gemm, why = arguments_for(a.data, b.data, out)
-    summed = backend.empty(tuple(total.shape), total.dtype)
+    summed = getattr(cut, "written_into", {}).get(id(total))     # its segment of a region's gradients
+    if summed is None or summed.dtype != total.dtype:
+        summed = backend.empty(tuple(total.shape), total.dtype)
     why = why or bgrad_refusal(gemm, summed.shape, summed.strides, summed.dtype, out.dtype)
     if why:
         return MatmulStep(backend, a.data, b.data, out, note, epilogue=said.format(f"cuBLASLt does not take it as it is ({why})"))
@@ -246,7 +248,8 @@ def _operands(node, backend, cut, steps):
 def build_transposed_matmul(node, backend, cut, out):
     """`(a @ b).T` (a weight gradient of `x @ w.T`): the product is computed transposed, into a
     temporary of the view's layout (cuBLAS writes C^T = B^T A^T), so that what reads the view reads
-    rows, not columns of a temporary (and no transposed copy is made). The matmul node then stands
+    rows, not columns of a temporary (and no transposed copy is made; `out`, where given, is that
+    temporary: a weight gradient's segment of a region, cut.into). The matmul node then stands
     for the transposed view of that temporary, should anything else read it. Declines (None) other
     views, and a matmul already planned."""
     x = node.args[0]
@@ -255,9 +258,11 @@ def build_transposed_matmul(node, backend, cut, out):
     if (getattr(x, "op", None) != "matmul" or len(x.shape) < 2 or not _swaps_last_axes(step, len(x.shape))
             or memo is None or id(x) in memo or x.dtype != node.dtype):
         return None
+    if out is not None and not out.flags.c_contiguous:
+        return None
     steps: list = []
     a, b = _operands(x, backend, cut, steps)
-    y = backend.empty(tuple(node.shape), node.dtype)
+    y = out if out is not None else backend.empty(tuple(node.shape), node.dtype)
     product = y.swapaxes(-1, -2)                    # x's shape, written through the transposed view
     if not backend.host_memory and arguments_for(a.data, b.data, product)[0] is None:
         return None     # cupy.matmul writes contiguous results only

@@ -22,6 +22,7 @@ from lazytensor.plan.heavy.materialize import build_materialize
 from lazytensor.plan.heavy.matmul import build_bias_gradient, build_matmul, build_transposed_matmul
 from lazytensor.plan.heavy.pooling import build_pool, build_pool_backward
 from lazytensor.plan.heavy.reduce import build_reduce
+from lazytensor.plan.heavy.region_write import build_region_write
 from lazytensor.plan.heavy.scans import build_scan
 from lazytensor.plan.heavy.scatter import build_scatter
 
@@ -51,6 +52,7 @@ HEAVY = {
     "forward_saved": (build_forward_saved,),
     "linalg": (build_linalg,),
     "all_reduce": (build_all_reduce,),
+    "region_write": (build_region_write,),
 }
 
 # The heavy ops whose step can write the plan's destination directly.
