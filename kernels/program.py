@@ -4,6 +4,8 @@ Design: docs/design/kernels.md, section "kernels/program.py".
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +86,13 @@ class Layout:
 def layout_of(out_shape: tuple, operand_shapes, all_contiguous: bool) -> Layout:
     if all_contiguous and all(s == out_shape for s in operand_shapes):
         return Layout(len(out_shape), True)
+    return _broadcast_layout(tuple(out_shape), tuple(operand_shapes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_layout(out_shape: tuple, operand_shapes: tuple) -> Layout:
+    """Remembered: a kernel launched again over the same shapes (every training step) finds its
+    layout without a walk over its operands' dimensions."""
     masks = []
     for shape in operand_shapes:
         offset = len(out_shape) - len(shape)
