@@ -15,6 +15,7 @@ import threading
 import time
 
 from lazytensor.kernels import launch_log
+from lazytensor.kernels.compile_worker import LEAN_START
 from lazytensor.kernels.tier import interpreter_forced
 
 # While the thread compiles or loads, the interpreter's caller gets the GIL back from it within this
@@ -49,7 +50,7 @@ class _Worker:
     def __init__(self, compiler, warm):
         env = dict(os.environ, **{IN_WORKER: "1"})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lazytensor.kernels.compile_worker", *warm],
+            [sys.executable, "-c", LEAN_START, *warm],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True, env=env, close_fds=True)
         self.pid = self.proc.pid

@@ -16,6 +16,19 @@ import traceback
 
 NICENESS = 10
 
+# `python -c LEAN_START MODULE...`: the worker without lazytensor's package __init__ (the whole
+# library, a second of the first kernel's wait on the 2-core machine): `lazytensor` is a bare
+# package module over the real folder, so only the kernels' own modules are imported.
+LEAN_START = """
+import importlib.util, sys, types
+spec = importlib.util.find_spec("lazytensor")
+package = types.ModuleType("lazytensor")
+package.__path__, package.__spec__, package.__file__ = list(spec.submodule_search_locations), spec, spec.origin
+sys.modules["lazytensor"] = package
+from lazytensor.kernels.compile_worker import main
+sys.exit(main(sys.argv[1:]))
+"""
+
 
 def _send(out, message) -> bool:
     """Write one reply; False once the parent has gone (the jobs still run: their results are the
@@ -79,7 +92,7 @@ def main(argv) -> int:
     for name in argv:                # warmed up before the first job: importing numba takes a second
         module = importlib.import_module(name)
         if hasattr(module, "warm_up"):
-            module.warm_up()
+            module.warm_up(lambda: _idle(source))
         if hasattr(module, "warm_up_when_idle"):
             later.append(module.warm_up_when_idle)
     _send(out, (None, "ready", os.getpid()))

@@ -12,11 +12,18 @@ import types
 from lazytensor.kernels.cpu.kernel_module import compile_calls, module_for
 
 
-def warm_up() -> None:
-    """Import numba and compile a small serial kernel, in memory: numba's first compile in a
-    process sets up its typing, the implementations kernels use (reshape, float32 casts) and
-    LLVM's targets, a second or more that the first real kernel would otherwise wait for."""
-    _warm("kernel_seq")
+def warm_up(idle=lambda: True) -> None:
+    """Import numba and, unless a job is waiting by then (`idle()` false), compile a small serial
+    kernel in memory: numba's first compile in a process sets up its typing, the implementations
+    kernels use (reshape, float32 casts) and LLVM's targets, a second or more that the first real
+    kernel would otherwise wait for. A job already waiting compiles first: it pays that set-up
+    once, where the warm-up's own kernel would delay it by its whole compile."""
+    from lazytensor.kernels.cpu import numba_cache  # noqa: F401  (imports numba)
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()     # (numba's lowering registries: any first compile's 0.4 s)
+    cpu_target.typing_context.refresh()
+    if idle():
+        _warm("kernel_seq")
 
 
 def warm_up_when_idle() -> None:
