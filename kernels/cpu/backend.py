@@ -115,7 +115,7 @@ class CpuBackend(Backend):
         self._ready_reductions: dict = {}
         # [the cache it mirrors, {(program, rank): kernel}, {(program, rank): the serial kernel's
         # compiled entry (numba_entry), or False where it has none}, the interpreter's flat runners:
-        # {(program, shape): (runner, the compile's open flag, tier_marks() when it was made)}]
+        # {(program, shape): (runner, the compile's open flag, tier_marks() when it was made, key)}]
         self._flat_kernels = [self.kernels, {}, {}, {}]
 
     # -- arrays -------------------------------------------------------------------------------
@@ -247,12 +247,20 @@ class CpuBackend(Backend):
     def _run_flat_interpreted(self, program, out, inputs, scalars) -> bool:
         """A later call of a program the interpreter tier served on flat operands of this shape,
         its kernel not arrived yet: its flat runner runs it (interpret_flat). False where none
-        serves it (no runner, the kernel arrived or failed, the tier's settings changed, a profile
-        listens: run_elementwise takes it)."""
+        serves it (no runner, the kernel arrived or failed, the tier's settings changed: run_elementwise
+        takes it). A profile records the call as run_elementwise's interpreted calls."""
         entry = self._flat_kernels[3].get((program, out.shape))
-        if entry is None or not entry[1][0] or launch_log.listeners or entry[2] != tier_marks():
+        if entry is None or not entry[1][0] or entry[2] != tier_marks():
             return False
-        return entry[0].run(out, inputs, scalars)
+        if not launch_log.listeners:
+            return entry[0].run(out, inputs, scalars)
+        started = time.perf_counter()
+        if not entry[0].run(out, inputs, scalars):
+            return False
+        launch_log.record(launch_log.KernelRecord(
+            "interpreter", "cpu", "elementwise", out.size, "none", 0.0,
+            f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {self.compiler.state(entry[3])}"))
+        return True
 
     def _keep_flat_runner(self, program, layout, out, inputs, mask, key) -> None:
         """After an interpreted call: where later calls of its structure can take a flat runner,
@@ -268,7 +276,7 @@ class CpuBackend(Backend):
             runners.clear()
         flag = [True] if interpreter_forced() else self.compiler.open_flag(key)
         if flag is not None and flag[0]:
-            runners[(program, out.shape)] = (_flat_runners.make(program, out.shape), flag, tier_marks())
+            runners[(program, out.shape)] = (_flat_runners.make(program, out.shape), flag, tier_marks(), key)
 
     def _interpret(self, program, layout, out, inputs, scalars, mask, key):
         """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""

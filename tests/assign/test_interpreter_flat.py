@@ -90,7 +90,7 @@ def test_a_busy_runner_leaves_the_call_to_run_program(run_program_calls):
         a = lt.asarray(x)
         y = lt.empty_like(a)
         y[...] = a * 3 + 1
-        (runner, _, _), = backend._flat_kernels[3].values()
+        (runner, *_), = backend._flat_kernels[3].values()
         with runner.busy:                       # (as while another thread runs it)
             y[...] = a * 3 + 1
         assert y.numpy().tolist() == (x * 3 + 1).tolist()
@@ -104,3 +104,16 @@ def test_the_compile_s_open_flag_closes_when_its_kernel_arrives_or_fails():
     flags = compiler.open_flag("ok"), compiler.open_flag("bad")
     assert compiler.drain(5)
     assert flags == ([False], [False]) and compiler.open_flag("never") is None
+
+
+def test_a_profiled_call_of_the_runner_is_recorded_as_the_interpreter_s(run_program_calls):
+    x = np.arange(10, dtype=np.float32)
+    with interpreter_tier():
+        a = lt.asarray(x)
+        y = lt.empty_like(a)
+        y[...] = a * 3 + 1
+        with lt.profile() as p:
+            y[...] = a * 3 + 1
+        assert y.numpy().tolist() == (x * 3 + 1).tolist()
+    assert [k.name for k in p.kernels] == ["interpreter"] and p.kernels[0].elements == 10
+    assert len(run_program_calls) == 1
