@@ -312,7 +312,8 @@ class CpuBackend(Backend):
         def load(name):
             kernel = self.kernel(program, layout)       # (its text is on disk: numba's cache serves it)
             getattr(kernel.module, name).compile(numba_signature(signatures[name]))
-        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir())), load, local))
+        # (the variant this call takes first; the others once the worker has no first variant to do)
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir()), 1), load, local))
 
     @staticmethod
     def _compile_calls(program, layout, types, elements, scalars) -> list:

@@ -9,6 +9,7 @@ import os
 import sys
 import types
 
+from lazytensor.kernels.compile_worker import LATER
 from lazytensor.kernels.cpu.kernel_module import compile_calls, module_for
 
 
@@ -48,14 +49,17 @@ def _warm(variant: str) -> None:
     compile_calls(module, [(variant, array + (1.0,))])
 
 
-def compile_module(source, calls, cache_dir):
+def compile_module(source, calls, cache_dir, urgent=None):
     """Write and import the kernel module of `source` in the cache folder `cache_dir` (the
     program's, as it was when it asked), then compile each of `calls` (function name, argument
-    descriptions), yielding each function's name once its entry is on disk."""
+    descriptions), yielding each function's name once its entry is on disk. After the first
+    `urgent` calls (None: all), the rest waits for the worker to be idle (compile_worker.LATER)."""
     os.environ["LAZYTENSOR_CACHE_DIR"] = cache_dir
     _, module, path = module_for(source)
     if path is None:
         raise RuntimeError("the disk cache folder cannot be used: the kernel cannot be handed over")
-    for call in calls:
+    for i, call in enumerate(calls):
+        if i == urgent:
+            yield LATER
         compile_calls(module, [call])
         yield call[0]

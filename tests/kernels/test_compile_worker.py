@@ -223,3 +223,36 @@ def test_a_job_waiting_at_the_warm_up_skips_its_kernel():
     sys.modules.pop("lt_warm_up", None)
     compile_jobs.warm_up(lambda: False)
     assert "numba" in sys.modules and "lt_warm_up" not in sys.modules
+
+
+def _deferring_job(name, n):
+    from lazytensor.kernels.compile_worker import LATER
+    yield f"{name}0"
+    yield LATER
+    yield from (f"{name}{i}" for i in range(1, n))
+
+
+def test_a_job_s_later_items_wait_for_the_jobs_behind_it():
+    """A kernel's other variants (after LATER) come after every waiting kernel's first: the jobs
+    are read from the pipe, not from a read-ahead buffer that select cannot see."""
+    import pickle
+
+    from lazytensor.kernels.compile_worker import PipeReader, serve
+    r, w = os.pipe()
+    with os.fdopen(w, "wb") as pipe:
+        for job_id, name in ((1, "a"), (2, "b")):
+            pickle.dump((job_id, _deferring_job, (name, 3)), pipe)
+    out_r, out_w = os.pipe()
+    with os.fdopen(out_w, "wb") as out:
+        serve(PipeReader(r), out)
+    replies = []
+    with os.fdopen(out_r, "rb") as source:
+        while True:
+            try:
+                replies.append(pickle.load(source)[:2])
+            except EOFError:
+                break
+    os.close(r)
+    items = [(job_id, what) for job_id, what in replies]
+    assert items[:2] == [(1, "item"), (2, "item")]
+    assert sorted(items) == [(1, "done")] + [(1, "item")] * 3 + [(2, "done")] + [(2, "item")] * 3
