@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import lazytensor as lt
-from lazytensor.kernels.background_compile import BackgroundCompiler
 from lazytensor.kernels.cpu import backend as cpu_backend
 from lazytensor.kernels.cpu.interpret import BLOCK
 from lazytensor.testing import dags
@@ -95,15 +94,6 @@ def test_a_busy_runner_leaves_the_call_to_run_program(run_program_calls):
             y[...] = a * 3 + 1
         assert y.numpy().tolist() == (x * 3 + 1).tolist()
     assert len(run_program_calls) == 2
-
-
-def test_the_compile_s_open_flag_closes_when_its_kernel_arrives_or_fails():
-    compiler = BackgroundCompiler()
-    compiler.submit("ok", lambda: None)
-    compiler.submit("bad", lambda: 1 / 0)
-    flags = compiler.open_flag("ok"), compiler.open_flag("bad")
-    assert compiler.drain(5)
-    assert flags == ([False], [False]) and compiler.open_flag("never") is None
 
 
 def test_a_profiled_call_of_the_runner_is_recorded_as_the_interpreter_s(run_program_calls):
