@@ -44,7 +44,11 @@ def _small(description):
 
 def compile_pool(direction, kind, descriptions, kernel, stride, padding):
     """The numba pooling kernel of that call's types, compiled (into numba's disk cache) by a run on
-    small arrays (every index is bounds-checked there: windows past the array read nothing)."""
+    small arrays (every index is bounds-checked there: windows past the array read nothing). Once
+    no other job waits: a parallel pooling kernel takes numba 5-10 s, which the elementwise kernels
+    and reductions behind it would wait for, while the twin serves pooling at NumPy's speed."""
+    from lazytensor.kernels.compile_worker import LATER
+    yield LATER
     _run_small(direction, kind, descriptions, kernel, stride, padding)
     yield direction
 
