@@ -24,6 +24,7 @@ except (ImportError, TypeError):            # (another NumPy: errstate)
 
 # Bytes of buffers all flat runners may hold together; past it they are dropped (and rebuilt).
 MAX_BYTES = 64 << 20
+MAX_RUNNERS = 1024
 
 
 def ignoring_errors():
@@ -173,7 +174,8 @@ class FlatRunner:
 
 
 class FlatRunners:
-    """Runners by (program, shape); all together hold at most MAX_BYTES of buffers."""
+    """Runners by (program, shape); all together hold at most MAX_BYTES of buffers, and there are
+    at most MAX_RUNNERS (past either, they are dropped and rebuilt as calls come)."""
 
     def __init__(self):
         self._runners: dict = {}
@@ -186,7 +188,7 @@ class FlatRunners:
         for d in shape:
             n *= d
         runner = FlatRunner(program, n)
-        if sum(r.nbytes for r in self._runners.values()) > MAX_BYTES:
+        if len(self._runners) >= MAX_RUNNERS or sum(r.nbytes for r in self._runners.values()) > MAX_BYTES:
             self._runners = {}
         self._runners[(program, shape)] = runner
         return runner
