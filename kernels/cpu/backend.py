@@ -272,11 +272,13 @@ class CpuBackend(Backend):
         if flat[0] is not self.kernels:
             return
         runners = flat[3]
-        if len(runners) > 1024:
-            runners.clear()
         flag = [True] if interpreter_forced() else self.compiler.open_flag(key)
         if flag is not None and flag[0]:
-            runners[(program, out.shape)] = (_flat_runners.make(program, out.shape), flag, tier_marks(), key)
+            drops = _flat_runners.drops
+            runner = _flat_runners.make(program, out.shape)
+            if _flat_runners.drops != drops:       # (their buffers within FlatRunners' bounds)
+                runners.clear()
+            runners[(program, out.shape)] = (runner, flag, tier_marks(), key)
 
     def _interpret(self, program, layout, out, inputs, scalars, mask, key):
         """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""

@@ -179,6 +179,7 @@ class FlatRunners:
 
     def __init__(self):
         self._runners: dict = {}
+        self.drops = 0          # times all were dropped: a holder of runners drops its own then
 
     def get(self, program, shape):
         return self._runners.get((program, shape))
@@ -190,5 +191,6 @@ class FlatRunners:
         runner = FlatRunner(program, n)
         if len(self._runners) >= MAX_RUNNERS or sum(r.nbytes for r in self._runners.values()) > MAX_BYTES:
             self._runners = {}
+            self.drops += 1
         self._runners[(program, shape)] = runner
         return runner
