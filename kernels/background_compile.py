@@ -15,6 +15,7 @@ import threading
 import time
 
 from lazytensor.kernels import launch_log
+from lazytensor.kernels.compile_worker import LEAN_START
 from lazytensor.kernels.tier import interpreter_forced
 
 # While the thread compiles or loads, the interpreter's caller gets the GIL back from it within this
@@ -49,7 +50,7 @@ class _Worker:
     def __init__(self, compiler, warm):
         env = dict(os.environ, **{IN_WORKER: "1"})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lazytensor.kernels.compile_worker", *warm],
+            [sys.executable, "-c", LEAN_START, *warm],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True, env=env, close_fds=True)
         self.pid = self.proc.pid
@@ -113,6 +114,7 @@ class BackgroundCompiler:
         self._lost: dict = {}               # key -> why its worker's death lost it
         self._where: dict = {}              # key -> where it compiles (for explain)
         self._times: dict = {}              # key -> [submitted, arrived or None] (perf_counter)
+        self._open: dict = {}               # key -> [True] until its kernel arrived, failed or was lost
         self._guard = threading.Lock()
         self._thread = None
         self._idle = threading.Condition(self._guard)
@@ -140,6 +142,7 @@ class BackgroundCompiler:
         pending = {key for key, (_, arrived) in self._times.items() if arrived is None}
         self._submitted -= pending
         for key in pending:
+            self._close(key)
             self._where.pop(key, None)
             self._times.pop(key, None)
 
@@ -176,6 +179,7 @@ class BackgroundCompiler:
             self._running += 1
             self._where[key] = where
             self._times[key] = [time.perf_counter(), None]
+            self._open[key] = [True]
         return True
 
     def _enqueue(self, key, job, finishes=True) -> None:
@@ -221,6 +225,7 @@ class BackgroundCompiler:
 
     def _lose(self, key, pid, why) -> None:
         self._lost[key] = f"the compile worker process {pid} {why} while compiling it"
+        self._close(key)
         self._enqueue(key, lambda: None)
 
     # -- asking ---------------------------------------------------------------------------------
@@ -229,6 +234,17 @@ class BackgroundCompiler:
 
     def failed(self, key) -> bool:
         return key in self._failed
+
+    def open_flag(self, key):
+        """A list whose item is True while this key's compile is under way (not arrived, failed
+        or lost): what a call that keeps serving the key from the interpreter checks, without
+        hashing the key again. None if it was never submitted."""
+        return self._open.get(key)
+
+    def _close(self, key) -> None:
+        flag = self._open.get(key)
+        if flag is not None:
+            flag[0] = False
 
     def lost(self, key) -> str | None:
         """Why this key's compile was lost with its worker (its calls stay in the interpreter tier)."""
@@ -279,8 +295,10 @@ class BackgroundCompiler:
                 times = self._times.get(key)
                 if times is not None and times[1] is None and key not in self._lost:
                     times[1] = time.perf_counter()      # (the first variant loaded: calls take it)
+                    self._close(key)
             except Exception:            # the next call compiles in the foreground and raises there
                 self._failed.add(key)
+                self._close(key)
             finally:
                 with self._idle:
                     if finishes:

@@ -12,3 +12,17 @@ import os
 
 def interpreter_forced() -> bool:
     return os.environ.get("LAZYTENSOR_TIER", "") == "interpreter"
+
+
+_data = getattr(os.environ, "_data", None)
+_encode = getattr(os.environ, "encodekey", None)
+if isinstance(_data, dict) and _encode is not None:
+    _MARK_KEYS = (_encode("LAZYTENSOR_TIER"), _encode("LAZYTENSOR_JIT_WAIT"))
+
+    def tier_marks() -> tuple:
+        """(LAZYTENSOR_TIER, LAZYTENSOR_JIT_WAIT) as set now, cheaply: read on every interpreted
+        call, where os.environ.get costs most of a microsecond each."""
+        return _data.get(_MARK_KEYS[0]), _data.get(_MARK_KEYS[1])
+else:
+    def tier_marks() -> tuple:
+        return os.environ.get("LAZYTENSOR_TIER"), os.environ.get("LAZYTENSOR_JIT_WAIT")

@@ -19,9 +19,10 @@ from lazytensor.kernels.background_compile import BackgroundCompiler, LocalJob, 
 from lazytensor.kernels.cache import KernelCache, Unkept, cache_dir, cache_folder
 from lazytensor.kernels.cpu.compile_jobs import compile_module
 from lazytensor.kernels.cpu.kernel_module import INTP, compile_calls, kernel_name, module_for, numba_signature, on_disk
-from lazytensor.kernels.tier import interpreter_forced
+from lazytensor.kernels.tier import interpreter_forced, tier_marks
 from lazytensor.kernels.cpu.numba_entry import compiled_entry
 from lazytensor.kernels.cpu.interpret import run_program
+from lazytensor.kernels.cpu.interpret_flat import FlatRunners
 from lazytensor.kernels.cpu.interpret_reduce import run_reduction as interpret_reduction
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, layout_of
 from lazytensor.kernels.cpu.render_numba import render_numba
@@ -40,6 +41,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 PARALLEL_MIN_ELEMENTS = 1 << 17
 
 _FLAT = {nd: Layout(nd, True) for nd in range(33)}
+_flat_runners = FlatRunners()
 _F16 = np.dtype(np.float16)
 _HALVES = frozenset((_F16, BFLOAT16))     # 16-bit floats: their arrays travel as uint16 bit patterns
 
@@ -112,8 +114,9 @@ class CpuBackend(Backend):
         # checks the layout and calls the kernel, without the key hashing and choices of the first.
         self._ready_reductions: dict = {}
         # [the cache it mirrors, {(program, rank): kernel}, {(program, rank): the serial kernel's
-        # compiled entry (numba_entry), or False where it has none}]
-        self._flat_kernels = [self.kernels, {}, {}]
+        # compiled entry (numba_entry), or False where it has none}, the interpreter's flat runners:
+        # {(program, shape): (runner, the compile's open flag, tier_marks() when it was made, key)}]
+        self._flat_kernels = [self.kernels, {}, {}, {}]
 
     # -- arrays -------------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -181,12 +184,14 @@ class CpuBackend(Backend):
             # a Layout (a dataclass's hash, in Python). Kept per kernel cache, as _ready_reductions.
             flat = self._flat_kernels
             if flat[0] is not self.kernels:
-                flat = self._flat_kernels = [self.kernels, {}, {}]
+                flat = self._flat_kernels = [self.kernels, {}, {}, {}]
             kernel = flat[1].get((program, layout.ndim))
             if kernel is None:
                 kernel = self.kernels.get((program, layout))
                 if kernel is not None:
                     flat[1][(program, layout.ndim)] = kernel
+                elif mask is None and self._run_flat_interpreted(program, out, inputs, scalars):
+                    return
         else:
             inputs, layout = compact_broadcasts(out, inputs, layout)
             kernel = self.kernels.get((program, layout))
@@ -221,6 +226,8 @@ class CpuBackend(Backend):
                     entry[0](out, *inputs, *scalars)    # the serial kernel, without numba's dispatcher
                     return
             kernel = flat[1].get(key)
+            if kernel is None and self._run_flat_interpreted(program, out, inputs, scalars):
+                return
         if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):
             module = kernel.module
             fn = module.kernel_seq if small else module.kernel_par
@@ -237,6 +244,42 @@ class CpuBackend(Backend):
                 return
         self.run_elementwise(program, out, list(inputs), list(scalars))
 
+    def _run_flat_interpreted(self, program, out, inputs, scalars) -> bool:
+        """A later call of a program the interpreter tier served on flat operands of this shape,
+        its kernel not arrived yet: its flat runner runs it (interpret_flat). False where none
+        serves it (no runner, the kernel arrived or failed, the tier's settings changed: run_elementwise
+        takes it). A profile records the call as run_elementwise's interpreted calls."""
+        entry = self._flat_kernels[3].get((program, out.shape))
+        if entry is None or not entry[1][0] or entry[2] != tier_marks():
+            return False
+        if not launch_log.listeners:
+            return entry[0].run(out, inputs, scalars)
+        started = time.perf_counter()
+        if not entry[0].run(out, inputs, scalars):
+            return False
+        launch_log.record(launch_log.KernelRecord(
+            "interpreter", "cpu", "elementwise", out.size, "none", 0.0,
+            f"NumPy ufuncs, {time.perf_counter() - started:.6f} s; the kernel: {self.compiler.state(entry[3])}"))
+        return True
+
+    def _keep_flat_runner(self, program, layout, out, inputs, mask, key) -> None:
+        """After an interpreted call: where later calls of its structure can take a flat runner,
+        make one, kept while the key's compile is under way (or forever, the tier forced)."""
+        if not layout.flat or mask is not None or len(inputs) != program.n_inputs or len(program.stores()) != 1 \
+                or out.size == 0:
+            return
+        flat = self._flat_kernels
+        if flat[0] is not self.kernels:
+            return
+        runners = flat[3]
+        flag = [True] if interpreter_forced() else self.compiler.open_flag(key)
+        if flag is not None and flag[0]:
+            drops = _flat_runners.drops
+            runner = _flat_runners.make(program, out.shape)
+            if _flat_runners.drops != drops:       # (their buffers within FlatRunners' bounds)
+                runners.clear()
+            runners[(program, out.shape)] = (runner, flag, tier_marks(), key)
+
     def _interpret(self, program, layout, out, inputs, scalars, mask, key):
         """The interpreter tier runs this call; the kernel for its argument types compiles meanwhile."""
         started = time.perf_counter()
@@ -244,6 +287,7 @@ class CpuBackend(Backend):
             run_program(program, out, inputs, scalars, mask)
         finally:    # a call the interpreter cannot serve still gets its kernel
             self._submit_compile(program, layout, key, out.size, scalars)
+        self._keep_flat_runner(program, layout, out, inputs, mask, key)
         if launch_log.listeners:
             launch_log.record(launch_log.KernelRecord(
                 "interpreter", "cpu", "elementwise", out.size, "none", 0.0,
@@ -270,7 +314,8 @@ class CpuBackend(Backend):
         def load(name):
             kernel = self.kernel(program, layout)       # (its text is on disk: numba's cache serves it)
             getattr(kernel.module, name).compile(numba_signature(signatures[name]))
-        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir())), load, local))
+        # (the variant this call takes first; the others once the worker has no first variant to do)
+        self.compiler.submit(key, RemoteJob(compile_module, (source, calls, os.path.abspath(cache_dir()), 1), load, local))
 
     @staticmethod
     def _compile_calls(program, layout, types, elements, scalars) -> list:

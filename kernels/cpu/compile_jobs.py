@@ -9,14 +9,22 @@ import os
 import sys
 import types
 
+from lazytensor.kernels.compile_worker import LATER
 from lazytensor.kernels.cpu.kernel_module import compile_calls, module_for
 
 
-def warm_up() -> None:
-    """Import numba and compile a small serial kernel, in memory: numba's first compile in a
-    process sets up its typing, the implementations kernels use (reshape, float32 casts) and
-    LLVM's targets, a second or more that the first real kernel would otherwise wait for."""
-    _warm("kernel_seq")
+def warm_up(idle=lambda: True) -> None:
+    """Import numba and, unless a job is waiting by then (`idle()` false), compile a small serial
+    kernel in memory: numba's first compile in a process sets up its typing, the implementations
+    kernels use (reshape, float32 casts) and LLVM's targets, a second or more that the first real
+    kernel would otherwise wait for. A job already waiting compiles first: it pays that set-up
+    once, where the warm-up's own kernel would delay it by its whole compile."""
+    from lazytensor.kernels.cpu import numba_cache  # noqa: F401  (imports numba)
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()     # (numba's lowering registries: any first compile's 0.4 s)
+    cpu_target.typing_context.refresh()
+    if idle():
+        _warm("kernel_seq")
 
 
 def warm_up_when_idle() -> None:
@@ -41,14 +49,17 @@ def _warm(variant: str) -> None:
     compile_calls(module, [(variant, array + (1.0,))])
 
 
-def compile_module(source, calls, cache_dir):
+def compile_module(source, calls, cache_dir, urgent=None):
     """Write and import the kernel module of `source` in the cache folder `cache_dir` (the
     program's, as it was when it asked), then compile each of `calls` (function name, argument
-    descriptions), yielding each function's name once its entry is on disk."""
+    descriptions), yielding each function's name once its entry is on disk. After the first
+    `urgent` calls (None: all), the rest waits for the worker to be idle (compile_worker.LATER)."""
     os.environ["LAZYTENSOR_CACHE_DIR"] = cache_dir
     _, module, path = module_for(source)
     if path is None:
         raise RuntimeError("the disk cache folder cannot be used: the kernel cannot be handed over")
-    for call in calls:
+    for i, call in enumerate(calls):
+        if i == urgent:
+            yield LATER
         compile_calls(module, [call])
         yield call[0]

@@ -42,9 +42,21 @@ class _Values:
         self.program, self.shape = program, spec.in_shape
         self.inputs, self.scalars = inputs[:program.n_inputs], scalars
         self.scalar_values = converted_scalars(program, scalars)
+        # An input of at most PIECE elements is computed once and its pieces sliced from it: the
+        # parallel kernel's 64 chunks were 64 passes of the program's ufuncs (each element's value
+        # is the same whichever block computes it).
+        self.whole = None
+        if math.prod(self.shape) <= PIECE:
+            self.whole = self._computed(tuple(slice(None) for _ in self.shape))
 
     def __call__(self, index: tuple) -> np.ndarray:
-        """The values of the piece `index` (a slice per dimension), at the piece's full shape."""
+        """The values of the piece `index` (a slice per dimension), at the piece's full shape (a
+        view: read only)."""
+        if self.whole is not None:
+            return self.whole[index]
+        return self._computed(index)
+
+    def _computed(self, index: tuple) -> np.ndarray:
         shape = self.shape
         blocks = [operand_block(a, shape, index) for a in self.inputs]
         values = evaluate_block(self.program, blocks, self.scalars, self.scalar_values)

@@ -1,4 +1,4 @@
-"""numba imported whole or not at all. An interrupt (Ctrl-C) in the middle of numba's import (seconds,
+"""numba imported (and its registries set up) whole or not at all. An interrupt (Ctrl-C) in the middle of numba's import (seconds,
 the first compile's) would leave numba and the packages it imports half-initialized for the rest of
 the process: every later call raises AttributeError (module 'numba' has no attribute 'core'). So in
 the main thread, where Python delivers SIGINT, the import runs with the interrupt held back and
@@ -27,6 +27,18 @@ def import_numba() -> None:
         import lazytensor.kernels.cpu.numba_cache     # noqa: F401
         import lazytensor.kernels.cpu.numba_prelude   # noqa: F401
         import lazytensor.kernels.cpu.numba_stream    # noqa: F401
+        # numba's lowering and typing registries, set up by the first compile otherwise: an
+        # interrupt there leaves them half-installed too (every later compile raised
+        # "generator raised StopIteration" from the registry loader).
+        from numba.core.registry import cpu_target
+        cpu_target.target_context.refresh()
+        cpu_target.typing_context.refresh()
+
+
+def interrupts_held():
+    """A context in which SIGINT is held back (main thread) and raised once it ends: for a few
+    writes that must all happen or none (the BN running statistics' commit)."""
+    return _interrupts_held(lambda: None)
 
 
 def _done() -> None:

@@ -53,3 +53,12 @@ def test_a_compile_s_run_is_no_launch_of_the_caller_s_profile():
         assert compiler.drain(5)
         launch_log.record(rec)                                   # the caller's own launch
     assert seen == [rec]
+
+
+def test_the_compile_s_open_flag_closes_when_its_kernel_arrives_or_fails():
+    compiler = BackgroundCompiler()
+    compiler.submit("ok", lambda: None)
+    compiler.submit("bad", lambda: 1 / 0)
+    flags = compiler.open_flag("ok"), compiler.open_flag("bad")
+    assert compiler.drain(5)
+    assert flags == ([False], [False]) and compiler.open_flag("never") is None

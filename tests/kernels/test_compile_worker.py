@@ -193,3 +193,66 @@ def test_the_worker_runs_below_its_parent_s_priority():
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
+
+
+def test_the_worker_imports_the_kernels_modules_not_the_library(tmp_path, monkeypatch):
+    """The worker starts without lazytensor's package __init__ (the whole library, a second of the
+    first kernel's wait): its jobs see the kernels' modules only."""
+    from lazytensor.kernels.background_compile import BackgroundCompiler, RemoteJob
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZYTENSOR_COMPILE_WORKERS", "1")
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # (this module)
+    compiler = BackgroundCompiler(warm=("lazytensor.kernels.cpu.compile_jobs",))
+    items = []
+    compiler.submit("k", RemoteJob(_loaded_modules, (), items.append, lambda: None))
+    assert compiler.drain(120)
+    modules = items[0]
+    assert "lazytensor.kernels.cpu.compile_jobs" in modules and "numba" in modules
+    assert not [m for m in modules if m.startswith(("lazytensor.core", "lazytensor.nn", "lazytensor.plan"))]
+
+
+def _loaded_modules():
+    yield sorted(sys.modules)
+
+
+@pytest.mark.compiled_tier
+def test_a_job_waiting_at_the_warm_up_skips_its_kernel():
+    """A job already waiting when numba is imported compiles first: the warm-up kernel would
+    delay it by a whole compile."""
+    from lazytensor.kernels.cpu import compile_jobs
+    sys.modules.pop("lt_warm_up", None)
+    compile_jobs.warm_up(lambda: False)
+    assert "numba" in sys.modules and "lt_warm_up" not in sys.modules
+
+
+def _deferring_job(name, n):
+    from lazytensor.kernels.compile_worker import LATER
+    yield f"{name}0"
+    yield LATER
+    yield from (f"{name}{i}" for i in range(1, n))
+
+
+def test_a_job_s_later_items_wait_for_the_jobs_behind_it():
+    """A kernel's other variants (after LATER) come after every waiting kernel's first: the jobs
+    are read from the pipe, not from a read-ahead buffer that select cannot see."""
+    import pickle
+
+    from lazytensor.kernels.compile_worker import PipeReader, serve
+    r, w = os.pipe()
+    with os.fdopen(w, "wb") as pipe:
+        for job_id, name in ((1, "a"), (2, "b")):
+            pickle.dump((job_id, _deferring_job, (name, 3)), pipe)
+    out_r, out_w = os.pipe()
+    with os.fdopen(out_w, "wb") as out:
+        serve(PipeReader(r), out)
+    replies = []
+    with os.fdopen(out_r, "rb") as source:
+        while True:
+            try:
+                replies.append(pickle.load(source)[:2])
+            except EOFError:
+                break
+    os.close(r)
+    items = [(job_id, what) for job_id, what in replies]
+    assert items[:2] == [(1, "item"), (2, "item")]
+    assert sorted(items) == [(1, "done")] + [(1, "item")] * 3 + [(2, "done")] + [(2, "item")] * 3

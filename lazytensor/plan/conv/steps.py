@@ -3,7 +3,7 @@ channel_padding): cuDNN graphs on CUDA, im2col or per-tap BLAS on the CPU or on 
 finalize and the commit of the running statistics."""
 from __future__ import annotations
 
-from lazytensor.cbr import finalize_cpu
+from lazytensor.cbr import finalize_cpu, finalize_numpy
 from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, conv2d_nhwc
 from lazytensor.kernels.config import config, host_or_raise
 from lazytensor.plan.conv import saved_results
@@ -18,6 +18,14 @@ def _checked(dispatcher):
 
 
 finalize_cpu.prepare_dispatcher = _checked
+
+
+def _host_finalize():
+    """The CPU finalize: numba's loops where calls wait for compiled kernels (LAZYTENSOR_JIT_WAIT=1),
+    else their NumPy twin (cbr/finalize_numpy.py, the same bits): three loops over C channels are
+    not worth a compile the first training step would wait for."""
+    from lazytensor.kernels.background_compile import wait_for_compiler
+    return finalize_cpu if wait_for_compiler() else finalize_numpy
 
 
 def conv_tf32(dtype) -> bool:
@@ -146,15 +154,15 @@ class FinalizeStep(Step):
         if not self.training:
             eq_scale, eq_bias = self.outs
             if self.backend.host_memory:
-                finalize_cpu.finalize_inference(gamma, beta, rm, rv, self.eps, eq_scale, eq_bias)
+                _host_finalize().finalize_inference(gamma, beta, rm, rv, self.eps, eq_scale, eq_bias)
             else:
                 from lazytensor.cbr import finalize_cuda
                 finalize_cuda.finalize_inference(gamma, beta, rm, rv, self.eps, eq_scale, eq_bias)
             return
         a, b = self.stats
         if self.backend.host_memory:      # the CPU statistics are always mean and variance
-            finalize_cpu.finalize_train(a, b, float(self.count), gamma, beta, rm, rv, self.momentum,
-                                        self.eps, *self.outs)
+            _host_finalize().finalize_train(a, b, float(self.count), gamma, beta, rm, rv, self.momentum,
+                                            self.eps, *self.outs)
         else:
             from lazytensor.cbr import finalize_cuda
             finalize_cuda.finalize_train(a, b, self.from_sums, self.count, gamma, beta, rm, rv,
@@ -189,7 +197,13 @@ class CommitStep(Step):
 
     def run(self):
         if self.backend.host_memory:
-            finalize_cpu.commit_running(*self.staged, *self.running)   # both in one call: never half
+            finalize = _host_finalize()
+            if finalize is finalize_cpu:
+                finalize_cpu.commit_running(*self.staged, *self.running)   # both in one call: never half
+            else:
+                from lazytensor.kernels.cpu.numba_import import interrupts_held
+                with interrupts_held():                                    # (two copies: never half)
+                    finalize_numpy.commit_running(*self.staged, *self.running)
         else:
             from lazytensor.cbr import finalize_cuda
             finalize_cuda.commit_running(*self.staged, *self.running)

@@ -29,10 +29,9 @@ class PoolStep(Step):
     def run(self):
         a = self.attrs
         if not self.backend.cuda_kernels:
-            if self.direction == "forward":
-                _pool_cpu().pool_forward(a.kind, self.x, a.kernel, a.stride, a.padding, self.out)
-            else:
-                _pool_cpu().pool_backward(a.kind, self.x, self.g, a.kernel, a.stride, a.padding, self.out)
+            from lazytensor.kernels.cpu.pool_tier import run_pool    # (numba's, or its NumPy twin meanwhile)
+            run_pool(self.backend.compiler, self.direction, a.kind, self.x, self.g, a.kernel, a.stride, a.padding,
+                     self.out)
         else:
             compiler = self.backend.compiler
             if self.direction == "forward":
@@ -122,14 +121,6 @@ def build_pool_backward(node, backend, cut, out):
         argmax = backend.empty(tuple(g.shape), np.uint8)
     steps.append(PoolStep(backend, "backward", node.attrs, x, g, dx, argmax))
     return _finish(steps, backend, node, dx, out)
-
-
-def _pool_cpu():
-    """The numba pooling kernels, imported on first use: importing lazytensor does not import numba."""
-    from lazytensor.kernels.cpu.numba_import import import_numba
-    import_numba()
-    from lazytensor.kernels.cpu import pool as pool_cpu
-    return pool_cpu
 
 
 def _pool_cuda():
