@@ -41,7 +41,7 @@ class Optimizer:
     # updates each parameter on its own.
     over_regions = True
 
-    def __init__(self, params, lr: float, master_weights: bool = True, regions: bool = True):
+    def __init__(self, params, lr: float, master_weights: bool = True, regions: bool | None = None):
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters")
@@ -52,6 +52,10 @@ class Optimizer:
         self.steps = 0
         self.taken = zeros((), np.int64, self.params[0].device)   # steps taken, on the device
         self.master_weights = bool(master_weights)
+        if regions is None:
+            # By default on the CPU only: over CUDA parameters the region updates have not yet been
+            # shown to give the per-parameter step's bits (regions=True asks for them there).
+            regions = all(p.device == "cpu" for p in self.params)
         packed = in_regions(self.params) if regions and self.over_regions else None
         self.regions = bool(packed)
         self.units = ([_Unit(idx, region, region.flat) for idx, region in packed] if packed else
@@ -159,7 +163,7 @@ class SGD(Optimizer):
     (buf = g on the first step); g = g + momentum * buf if nesterov else buf; w -= lr * g."""
 
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False, master_weights: bool = True, regions: bool = True):
+                 nesterov: bool = False, master_weights: bool = True, regions: bool | None = None):
         super().__init__(params, lr, master_weights, regions)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening 0")
@@ -185,7 +189,7 @@ class AdamW(Optimizer):
     v = b2 v + (1 - b2) g^2; w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
-                 master_weights: bool = True, regions: bool = True):
+                 master_weights: bool = True, regions: bool | None = None):
         super().__init__(params, lr, master_weights, regions)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)

@@ -31,7 +31,7 @@ def _loop(steps, launches):
             opt.step(lt.grad(loss, params))
         launches.append(p.launches)
         losses.append(loss)                 # held: it keeps the value it had before the step
-    return [float(v) for v in losses], [a.numpy() for a in model.state_dict().values()]
+    return [float(v) for v in losses], [np.array(a) for a in model.state_dict().values()]
 
 
 def test_the_plain_loop_replays_one_graph_per_step_with_the_same_bits(monkeypatch):
