@@ -25,6 +25,7 @@ def expression(d, e):
     return ((d - e) ** 2 + d * 0.5).sum(axis=0)
 
 
+@pytest.mark.compiled_tier
 def test_values_and_kernels_from_the_shared_disk_cache(client):
     hosts = [np.random.default_rng(s).random((60, 40)) for s in (1, 2)]
     lazy = [da.from_array(lt.asarray(h, device="cpu"), chunks=(20, 40)) for h in hosts]

@@ -110,7 +110,7 @@ def test_drawn_programs(scheduler, chunking, seed, steps, data):
     check_drawn_program(on(scheduler), chunking, seed, steps, data)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=SLOW)
+@settings(max_examples=4, deadline=None, suppress_health_check=SLOW)
 @given(chunking=chunked_shapes(), seed=st.integers(0, 2**16), steps=programs(), data=st.data())
 @pytest.mark.usefixtures("interpreter_tier_on_the_workers")
 def test_drawn_programs_on_the_cluster(client, chunking, seed, steps, data):
