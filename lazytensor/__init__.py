@@ -103,9 +103,13 @@ from lazytensor import array_methods as _array_methods
 _array_methods.install()
 
 # Dask arrays of lazytensor chunks: Dask's token of a tensor registers lazytensor with Dask (Dask is
-# imported only then, or by the "lazytensor" array backend's entry point).
+# imported only then, or by the "lazytensor" array backend's entry point). In a process that runs
+# dask.distributed already (a worker), tensors join its serialization families now, before the
+# first one arrives.
 from lazytensor.dask_backend.hooks import tokenize as _dask_tokenize
+from lazytensor.dask_backend.serialize import register_where_distributed_is_loaded as _dask_serializers
 Tensor.__dask_tokenize__ = Expr.__dask_tokenize__ = _dask_tokenize
+_dask_serializers()
 
 __all__ = [
     "Tensor", "Expr", "asarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",

@@ -25,9 +25,9 @@ def run_suites(device: str, suite: str, print_fn=print, dtype: str | None = None
         elif name == "epilogue":          # a Linear layer's forward: GEMM + kernel or cuBLASLt's epilogue
             from lazytensor.bench.matmul_epilogue import run_epilogue_bench
             run_epilogue_bench(print_fn)
-        elif name == "dask":              # Dask arrays of lazytensor chunks on a LocalCluster (CPU)
+        elif name == "dask":              # Dask arrays of lazytensor chunks on a local cluster (CPU or CUDA)
             from lazytensor.bench.dask import run_dask_bench
-            run_dask_bench(print_fn)
+            run_dask_bench(print_fn, device)
         elif name == "linalg":            # lt.linalg against CuPy's calls (CUDA)
             from lazytensor.bench.linalg import run_linalg_bench
             run_linalg_bench(print_fn)

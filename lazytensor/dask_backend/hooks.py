@@ -12,9 +12,13 @@ _registered = []
 
 def register() -> None:
     """Put lazytensor's chunk type in Dask's dispatch tables and install the graph pass that
-    evaluates each task's result (lazytensor.dask_backend.tasks); once per process. Called by the
+    evaluates each task's result (lazytensor.dask_backend.tasks), and, where dask.distributed is
+    imported, tensors in its serialization families (lazytensor.dask_backend.serialize); once per
+    process. Called by the
     entry point and by the first tensor Dask tokenizes (da.from_array(t)); call it yourself where
     tensors enter Dask otherwise (a map_blocks that returns them)."""
+    from lazytensor.dask_backend.serialize import register_where_distributed_is_loaded
+    register_where_distributed_is_loaded()
     if _registered:
         return
     from lazytensor.dask_backend import dispatch, tasks

@@ -97,6 +97,9 @@ def optimize(dsk, keys, **kwargs):
     from dask._task_spec import convert_legacy_graph
     from dask.array.optimization import optimize as dask_optimize
     from dask.utils import ensure_dict
+
+    from lazytensor.dask_backend.serialize import register_where_distributed_is_loaded
+    register_where_distributed_is_loaded()      # a client made after register(): it reads the results
     dsk = (_previous[0] or dask_optimize)(dsk, keys, **kwargs)
     return settled_graph(convert_legacy_graph(ensure_dict(dsk)), keys)
 

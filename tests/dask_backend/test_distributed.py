@@ -1,9 +1,12 @@
-"""On a dask.distributed LocalCluster of two worker processes: lazytensor chunks travel pickled
-(as their values), the values are the NumPy-backed program's, each worker loads the kernels the
-client compiled from the shared disk cache, and a worker killed mid-computation is recovered."""
+"""On a dask.distributed LocalCluster of two worker processes (tests/dask_backend/conftest.py):
+lazytensor chunks travel in the dask serialization family (as their values), the values are the
+NumPy-backed program's, each worker loads the kernels the client compiled from the shared disk
+cache, and a worker killed mid-computation is recovered."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -18,17 +21,11 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster, timeout=60) as c:
-        yield c
-
-
 def expression(d, e):
     return ((d - e) ** 2 + d * 0.5).sum(axis=0)
 
 
+@pytest.mark.compiled_tier
 def test_values_and_kernels_from_the_shared_disk_cache(client):
     hosts = [np.random.default_rng(s).random((60, 40)) for s in (1, 2)]
     lazy = [da.from_array(lt.asarray(h, device="cpu"), chunks=(20, 40)) for h in hosts]
@@ -79,4 +76,32 @@ def test_a_worker_killed_mid_computation_is_recovered(client):
     victim = next(iter(client.scheduler_info()["workers"]))
     client.run(os._exit, 1, workers=[victim], on_error="ignore")        # the nanny starts another
     assert float(future.result(timeout=120)) == float(((host + 1) * 2).sum())
+    client.wait_for_workers(2, timeout=60)
+
+
+def _serializers_registered():
+    from lazytensor.dask_backend import hooks, serialize
+    return bool(serialize._registered), bool(hooks._registered)
+
+
+def test_workers_serialize_tensors_in_the_dask_family(client):
+    """A worker registers tensors with distributed's serializers as it imports lazytensor (before
+    any Dask collection reaches it); the chunks it sends are framed by the dask family."""
+    assert all(serializers for serializers, _ in client.run(_serializers_registered).values())
+    x = da.from_array(lt.asarray(np.arange(40.0), device="cpu"), chunks=10) * 2
+    got = client.compute(x).result(timeout=120)
+    np.testing.assert_array_equal(got.numpy(), np.arange(40.0) * 2)
+    assert client.run(_framed_by, got) == {w: "dask" for w in client.scheduler_info()["workers"]}
+
+
+def test_a_process_running_distributed_registers_as_it_imports_lazytensor():
+    code = ("import distributed, lazytensor; from lazytensor.dask_backend import serialize, hooks; "
+            "print(bool(serialize._registered), bool(hooks._registered))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False"]          # the serializers, and Dask's tables not yet
+
+
+def _framed_by(t):
+    from distributed.protocol import serialize
+    return serialize(t)[0]["serializer"]
 
