@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-from lazytensor.kernels.cpu.numba_trig_f32 import HELPERS as TRIG_HELPERS
-
 # e^s for |s| <= ln2/2: a degree-6 polynomial (relative error 3e-9).
 _EXP_REDUCED = '''
 @njit(error_model="numpy", fastmath={"contract"})
@@ -113,7 +111,6 @@ def lt_log_f32(x):
 
 # name -> (source, helpers it calls)
 HELPERS = {
-    **TRIG_HELPERS,
     "lt_exp_reduced_f32": (_EXP_REDUCED, ()),
     "lt_exp_neg2_f32": (_EXP_NEG2, ()),
     "lt_exp_f32": (_EXP, ("lt_exp_reduced_f32",)),
