@@ -56,7 +56,7 @@ from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_pro
 from lazytensor.ops import random
 from lazytensor.ops import linalg
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
-                                   float32, float64, newaxis, pi, e, inf, nan)
+                                   float32, float64, complex64, complex128, newaxis, pi, e, inf, nan)
 from lazytensor.core.names import bfloat16     # ml_dtypes' bfloat16, as JAX spells it
 # The Array API's functions NumPy also has: products, searching, sets, differences, views.
 from lazytensor.ops.products import matrix_transpose, tensordot, vecdot
@@ -77,6 +77,7 @@ from lazytensor.ops.diagonals import diagonal, trace, diag
 from lazytensor.ops.padding import pad
 from lazytensor.ops.dots import dot, inner, outer
 from lazytensor.ops.einsum import einsum
+from lazytensor.ops.complex_parts import real, imag, conj, conjugate, angle
 from lazytensor.ops.counting import unique, bincount, argwhere, histogram, isin
 from lazytensor.ops.broadcasting import broadcast_shapes
 
@@ -130,6 +131,8 @@ __all__ = [
     "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
     "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
     "cumulative_prod", "random", "linalg",
+    # complex values
+    "complex64", "complex128", "real", "imag", "conj", "conjugate", "angle",
     # modules, optimizers and training
     "nn", "optim", "train_step", "TrainStep",
     # the Array API's functions NumPy also has

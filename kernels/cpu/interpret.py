@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.kernels.cpu.interpret_plan import PlanCache, build_plan
+from lazytensor.kernels.cpu.interpret_plan import PlanCache, build_plan, real_part_for
 from lazytensor.kernels.ops import BFLOAT16, OPS, is_float
 from lazytensor.kernels.program import ElementwiseProgram
 
@@ -118,7 +118,7 @@ def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=N
         elif op == "scalar":
             value = scalar_values[i] if scalar_values is not None else np.asarray(scalars[args[0]]).astype(dtype)
         elif op == "astype":
-            value = values[args[0]].astype(dtype)
+            value = real_part_for(values[args[0]], dtype).astype(dtype)
         else:
             value = np.asarray(_value(op, [values[a] for a in args]))
             natural = value.dtype
