@@ -19,23 +19,46 @@ def lt_cabs(z):
     return np.hypot(z.real, z.imag)
 
 
-@_inline
-def lt_csign(z, one):
-    """z / |z|; 0 for 0; an infinite z points along its infinite axis (NaN where both are infinite).
-    `one`: 1 of z's type."""
-    r = z.real
-    i = z.imag
-    m = np.hypot(r, i)
-    zero = one * 0
-    if m != m or (np.isinf(r) and np.isinf(i)):
-        return zero + complex(np.nan, np.nan)
-    if np.isinf(r):
-        return zero + (1.0 if r > 0 else -1.0)
-    if np.isinf(i):
-        return zero + (1j if i > 0 else -1j)
-    if m == 0:
-        return zero
-    return np.divide(z, m)
+def _sign_of(part):
+    """NumPy 2's complex sign, its parts of the real type `part`: z / |z|; 0 for 0; NaN for a NaN
+    modulus; an infinite modulus gives the direction of the infinite part (NaN where both are)."""
+    @_inline
+    def sign(z):
+        r = part(z.real)
+        i = part(z.imag)
+        m = part(np.hypot(r, i))
+        if m != m:
+            return complex(np.nan, np.nan)
+        if np.isinf(m):
+            if np.isinf(r):
+                if np.isinf(i):
+                    return complex(np.nan, np.nan)
+                return complex(1.0 if r > 0 else -1.0, 0.0)
+            return complex(0.0, 1.0 if i > 0 else -1.0)
+        if m == 0:
+            return complex(0.0, 0.0)
+        return complex(part(r / m), part(i / m))
+    return sign
+
+
+def _reciprocal_of(part):
+    """NumPy's complex reciprocal loop (not its division: 1 / 0 is NaN there)."""
+    @_inline
+    def reciprocal(z):
+        r = part(z.real)
+        i = part(z.imag)
+        if np.abs(i) <= np.abs(r):
+            q = part(i / r)
+            d = part(r + part(i * q))
+            return complex(part(part(1) / d), part(-q / d))
+        q = part(r / i)
+        d = part(part(r * q) + i)
+        return complex(part(q / d), part(part(-1) / d))
+    return reciprocal
+
+
+lt_csign64, lt_csign128 = _sign_of(np.float32), _sign_of(np.float64)
+lt_crecip64, lt_crecip128 = _reciprocal_of(np.float32), _reciprocal_of(np.float64)
 
 
 @_inline

@@ -49,6 +49,16 @@ template <typename T> __device__ lt_complex<T> lt_cdiv(lt_complex<T> a, lt_compl
     return lt_complex<T>((a.re * rat + a.im) * scl, (a.im * rat - a.re) * scl);
 }
 
+/* NumPy's reciprocal loop (1 / 0 is NaN there, unlike its division). */
+template <typename T> __device__ lt_complex<T> lt_crecip(lt_complex<T> z) {
+    if (fabs(z.im) <= fabs(z.re)) {
+        T q = z.im / z.re, d = z.re + z.im * q;
+        return lt_complex<T>((T)1 / d, -q / d);
+    }
+    T q = z.re / z.im, d = z.re * q + z.im;
+    return lt_complex<T>(q / d, (T)-1 / d);
+}
+
 template <typename T> __device__ lt_complex<T> lt_csign(lt_complex<T> z) {
     T m = hypot(z.re, z.im);
     if (isnan(m) || (isinf(z.re) && isinf(z.im))) return lt_complex<T>(LT_NAN, LT_NAN);

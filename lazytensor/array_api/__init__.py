@@ -220,7 +220,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return t if device is None or device == t.device else _lt.asarray(t, device=device)
 
 
-from lazytensor.array_api import linalg  # noqa: E402,F401
+from lazytensor.array_api import fft, linalg  # noqa: E402,F401
 # -- NumPy's spellings beyond the standard, which clients call on a namespace (xarray: einsum, pad,
 # quantile, transpose); the standard allows a namespace more names since 2025.12 -------------------
 from lazytensor import einsum, pad, quantile, transpose  # noqa: E402,F401

@@ -201,6 +201,7 @@ def dispatch_function(func, args, kwargs):
     if not _functions:
         _functions.update(_function_table())
         _functions.update(_linalg_functions())
+        _functions.update(_fft_functions())
     lazy = _functions.get(func)
     if lazy is not None:
         return lazy(*args, **kwargs)
@@ -214,3 +215,10 @@ def _linalg_functions():
     from lazytensor.ops import linalg
     return {getattr(np.linalg, n): getattr(linalg, n) for n in linalg.__all__
             if n[0].islower() and hasattr(np.linalg, n)}
+
+
+def _fft_functions():
+    """np.fft's functions, lt.fft's under the same names and signatures."""
+    from lazytensor.ops import fft
+    names = fft.__all__ + ["fft2", "ifft2", "rfft2", "irfft2"]
+    return {getattr(np.fft, n): getattr(fft, n) for n in names if hasattr(np.fft, n)}
