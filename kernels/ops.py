@@ -285,17 +285,18 @@ _SPECS += [
 # ports of NumPy's complex functions; CUDA C holds them in lt_c64 / lt_c128 (kernels/cuda/complex_prelude.py),
 # whose operators make the generic '*' snippets (+, -, *, ==, !=, unary -) serve them too.
 def _part_rule(types):
-    """real and imag: a complex value's part in the real dtype of its width."""
+    """real and imag (np.real, np.imag): a complex value's part in the real dtype of its width; of a
+    real value, x itself or zeros of its dtype."""
     (x,) = types
-    x = np.dtype(complex) if x is complex else np.dtype(float) if x is float else np.dtype(x)
-    if x.kind != "c":
-        raise TypeError("real and imag of a real dtype are the frontend's (x itself, zeros)")
-    return (x,), np.dtype(np.float32 if x == np.complex64 else np.float64)
+    x = {complex: np.dtype(complex), float: np.dtype(float), int: np.dtype(int)}.get(x, x)
+    x = np.dtype(x)
+    return (x,), real_dtype(x)
 
 
 _SPECS += [
-    OpSpec("real", 1, np.real, _part_rule, c={"c": "{0}.re"}, py={"c": "{0}.real"}),
-    OpSpec("imag", 1, np.imag, _part_rule, c={"c": "{0}.im"}, py={"c": "{0}.imag"}),
+    OpSpec("real", 1, np.real, _part_rule, c={"c": "{0}.re", "*": "{0}"}, py={"c": "{0}.real", "*": "{0}"}),
+    OpSpec("imag", 1, np.imag, _part_rule, c={"c": "{0}.im", "b": "false", "*": "(({T})0)"},
+           py={"c": "{0}.imag", "b": "False", "*": "{T}(0)"}),
     OpSpec("conjugate", 1, np.conjugate, ufunc_rule(np.conjugate),
            c={"c": "lt_conj({0})", "*": "{0}"}, py={"c": "np.conjugate({0})", "*": "{0}"}),
 ]
@@ -312,8 +313,10 @@ _COMPLEX_SNIPPETS = {
     "isinf": ("(isinf({0}.re) || isinf({0}.im))", "(np.isinf({0}.real) or np.isinf({0}.imag))"),
     "isfinite": ("(isfinite({0}.re) && isfinite({0}.im))", "(np.isfinite({0}.real) and np.isfinite({0}.imag))"),
     **{name: (f"lt_c{name}({{0}})", f"np.{name}({{0}})") for name in (
-        "exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
-        "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "log2", "log10", "exp2")},
+        "log", "sqrt", "arcsin", "arccos", "arctan", "arcsinh", "arctanh", "log1p", "expm1", "log2", "log10")},
+    # (numba's own special values of these differ from C99's on the axes: kernels/cpu/numba_complex.py)
+    **{name: (f"lt_c{name}({{0}})", f"lt_c{name}({{0}})") for name in (
+        "exp", "exp2", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arccosh")},
 }
 # Ops whose generic snippet is already right for complex operands.
 _COMPLEX_GENERIC = ("add", "subtract", "multiply", "square", "negative", "equal", "not_equal", "where",

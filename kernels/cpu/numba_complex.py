@@ -95,3 +95,92 @@ def lt_cpow(a, b, one):
             p = p * p
         return np.divide(one, acc) if n < 0 else acc
     return np.power(a, b)
+
+
+# numba's complex exp and hyperbolic functions multiply an infinite part by sin(0) or cos(inf): on an axis
+# (a zero part) C99's Annex G (glibc's, so NumPy's) gives the real function's value and keeps the zero.
+# The circular functions are the hyperbolic ones of i z: sin z = -i sinh(i z), cos z = cosh(i z),
+# tan z = -i tanh(i z).
+@_inline
+def lt_cexp(z):
+    if z.imag == 0:
+        return complex(np.exp(z.real), z.imag)
+    return np.exp(z)
+
+
+@_inline
+def lt_csinh(z):
+    x = z.real
+    y = z.imag
+    if y == 0:
+        return complex(np.sinh(x), y)
+    if x == 0:
+        return complex(x, np.sin(y))
+    if np.isinf(x) and not np.isfinite(y):
+        return complex(np.abs(x), np.nan)
+    return np.sinh(z)
+
+
+@_inline
+def lt_ccosh(z):
+    x = z.real
+    y = z.imag
+    if y == 0:
+        if x != x:
+            return complex(x, y)
+        return complex(np.cosh(x), (1.0 if x > 0 else (-1.0 if x < 0 else 0.0)) * y if x != 0 else x * y)
+    if x == 0:
+        return complex(np.cos(y), x * np.sin(y) if np.isfinite(y) else 0.0)
+    if np.isinf(x) and not np.isfinite(y):
+        return complex(np.abs(x), np.nan)
+    return np.cosh(z)
+
+
+@_inline
+def lt_ctanh(z):
+    x = z.real
+    y = z.imag
+    if y == 0:
+        return complex(np.tanh(x), y)
+    if x == 0:
+        return complex(x, np.tan(y))
+    if np.abs(x) > 22:         # tanh x is 1 in double; the imaginary part 4 sin y cos y e^(-2|x|) (Kahan)
+        if not np.isfinite(y):
+            if np.isinf(x):
+                return complex(np.copysign(1.0, x), np.copysign(0.0, y))
+            return complex(np.nan, np.nan)
+        return complex(np.copysign(1.0, x), 4 * np.sin(y) * np.cos(y) * np.exp(-2 * np.abs(x)))
+    return np.tanh(z)
+
+
+@_inline
+def lt_csin(z):
+    if np.isinf(z.imag) and not np.isfinite(z.real):
+        return complex(np.nan, np.inf)
+    s = lt_csinh(complex(-z.imag, z.real))
+    return complex(s.imag, -s.real)
+
+
+@_inline
+def lt_ccos(z):
+    return lt_ccosh(complex(-z.imag, z.real))
+
+
+@_inline
+def lt_ctan(z):
+    t = lt_ctanh(complex(-z.imag, z.real))
+    return complex(t.imag, -t.real)
+
+
+@_inline
+def lt_cexp2(z):
+    if z.imag == 0:
+        return complex(np.exp2(z.real), z.imag)
+    return np.exp2(z)
+
+
+@_inline
+def lt_carccosh(z):
+    """The principal value, real part >= 0 (numba's formula gives the negated value on part of the plane)."""
+    w = np.arccosh(z)
+    return -w if w.real < 0 else w
