@@ -304,7 +304,7 @@ _SPECS += [
 # op -> (CUDA C snippet, numba snippet) for complex operands; an op without its row (nor a '*'
 # snippet that is right for complex) refuses complex operands (COMPLEX_OPS).
 _COMPLEX_SNIPPETS = {
-    "true_divide": ("lt_cdiv({0}, {1})", "lt_cdiv({0}, {1})"),
+    "true_divide": ("lt_cdiv({0}, {1})", "lt_cdiv{N}({0}, {1})"),
     "power": ("lt_cpow({0}, {1})", "lt_cpow({0}, {1}, {T}(1))"),
     "absolute": ("lt_cabs({0})", "lt_cabs({0})"),
     "sign": ("lt_csign({0})", "lt_csign{N}({0})"),

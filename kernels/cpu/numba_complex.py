@@ -9,9 +9,30 @@ from numba import njit
 _inline = njit(inline="always", cache=True, error_model="numpy")
 
 
-@_inline
-def lt_cdiv(a, b):
-    return np.divide(a, b)
+def _quotient_of(part):
+    """NumPy's complex division loop (Smith's algorithm; a zero divisor divides by |0|, so +inf or NaN
+    parts), in the parts' real type."""
+    @_inline
+    def quotient(a, b):
+        ar = part(a.real)
+        ai = part(a.imag)
+        br = part(b.real)
+        bi = part(b.imag)
+        abr = np.abs(br)
+        abi = np.abs(bi)
+        if abr >= abi:
+            if abr == 0 and abi == 0:
+                return complex(part(ar / abr), part(ai / abr))
+            rat = part(bi / br)
+            scl = part(part(1.0) / part(br + part(bi * rat)))
+            return complex(part(part(ar + part(ai * rat)) * scl), part(part(ai - part(ar * rat)) * scl))
+        rat = part(br / bi)
+        scl = part(part(1.0) / part(bi + part(br * rat)))
+        return complex(part(part(part(ar * rat) + ai) * scl), part(part(part(ai * rat) - ar) * scl))
+    return quotient
+
+
+lt_cdiv64, lt_cdiv128 = _quotient_of(np.float32), _quotient_of(np.float64)
 
 
 @_inline

@@ -270,6 +270,6 @@ def lt_bf16_to_int(x, lo, end):
     casts: truncated, and 0 for NaN and for values out of the type's range."""
     t = np.trunc(np.float64(x))
     return t if lo <= t < end else 0.0
-from lazytensor.kernels.cpu.numba_complex import (lt_cabs, lt_cdiv, lt_cpow, lt_crecip64, lt_crecip128,  # noqa: E402,F401
+from lazytensor.kernels.cpu.numba_complex import (lt_cabs, lt_cdiv64, lt_cdiv128, lt_cpow, lt_crecip64, lt_crecip128,  # noqa: E402,F401
                                                    lt_csign64, lt_csign128, lt_cexp, lt_csinh, lt_ccosh,
                                                    lt_ctanh, lt_csin, lt_ccos, lt_ctan, lt_cexp2, lt_carccosh)
