@@ -337,9 +337,17 @@ def _refusing_complex(spec: OpSpec) -> OpSpec:
     return OpSpec(spec.name, spec.arity, spec.reference, refusing, spec.c, spec.py, spec.symbol)
 
 
+# numba's complex64 functions compute in float32, where an intermediate overflows long before the
+# result does (exp(89 + 1j), sqrt(3e38j)); NumPy's (glibc's) scale. complex64 values of these functions
+# are computed in complex128 and rounded once.
+_IN_DOUBLE = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "sinh",
+              "cosh", "tanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh")
+
 for _spec in _SPECS:
     if _spec.name in _COMPLEX_SNIPPETS:
         _spec.c["c"], _spec.py["c"] = _COMPLEX_SNIPPETS[_spec.name]
+        if _spec.name in _IN_DOUBLE:
+            _spec.py["c64"] = _spec.py["c"].replace("({0})", "(np.complex128({0}))")
 _SPECS = [s if s.name in COMPLEX_OPS else _refusing_complex(s) for s in _SPECS]
 
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}

@@ -124,8 +124,13 @@ def lt_cpow(a, b, one):
 # tan z = -i tanh(i z).
 @_inline
 def lt_cexp(z):
-    if z.imag == 0:
-        return complex(np.exp(z.real), z.imag)
+    x = z.real
+    y = z.imag
+    if y == 0:
+        return complex(np.exp(x), y)
+    if 700 < x < np.inf:        # e^x alone overflows where e^x cos y may not: two halves (glibc scales too)
+        h = np.exp(x / 2)
+        return complex(h * np.cos(y) * h, h * np.sin(y) * h)
     return np.exp(z)
 
 
