@@ -144,6 +144,9 @@ def lt_csinh(z):
         return complex(x, np.sin(y))
     if np.isinf(x) and not np.isfinite(y):
         return complex(np.abs(x), np.nan)
+    if 700 < np.abs(x) < np.inf and np.isfinite(y):     # sinh x overflows where sinh x cos y may not
+        h = np.exp(np.abs(x) / 2)
+        return complex(np.copysign(0.5, x) * h * np.cos(y) * h, 0.5 * h * np.sin(y) * h)
     return np.sinh(z)
 
 
@@ -159,6 +162,9 @@ def lt_ccosh(z):
         return complex(np.cos(y), x * np.sin(y) if np.isfinite(y) else 0.0)
     if np.isinf(x) and not np.isfinite(y):
         return complex(np.abs(x), np.nan)
+    if 700 < np.abs(x) < np.inf and np.isfinite(y):
+        h = np.exp(np.abs(x) / 2)
+        return complex(0.5 * h * np.cos(y) * h, np.copysign(0.5, x) * h * np.sin(y) * h)
     return np.cosh(z)
 
 
@@ -210,3 +216,38 @@ def lt_carccosh(z):
     """The principal value, real part >= 0 (numba's formula gives the negated value on part of the plane)."""
     w = np.arccosh(z)
     return -w if w.real < 0 else w
+
+
+@_inline
+def lt_cexpm1(z):
+    """NumPy's nc_expm1: expm1(x) cos y - 2 sin^2(y / 2) + i e^x sin y (accurate for small z)."""
+    x = z.real
+    y = z.imag
+    a = np.sin(y / 2)
+    return complex(np.expm1(x) * np.cos(y) - 2 * a * a, np.exp(x) * np.sin(y))
+
+
+def _log1p_of(part):
+    """NumPy's nc_log1p in the parts' type: log |1 + z| + i atan2(y, 1 + x)."""
+    @_inline
+    def log1p(z):
+        x = part(z.real)
+        y = part(z.imag)
+        one = part(x + part(1.0))
+        return complex(part(np.log(part(np.hypot(one, y)))), part(np.arctan2(y, one)))
+    return log1p
+
+
+lt_clog1p64, lt_clog1p128 = _log1p_of(np.float32), _log1p_of(np.float64)
+
+
+@_inline
+def lt_clog2(z):
+    w = np.log(z)
+    return complex(w.real * 1.4426950408889634, w.imag * 1.4426950408889634)
+
+
+@_inline
+def lt_clog10(z):
+    w = np.log(z)
+    return complex(w.real * 0.4342944819032518, w.imag * 0.4342944819032518)
