@@ -313,11 +313,13 @@ _COMPLEX_SNIPPETS = {
     "isinf": ("(isinf({0}.re) || isinf({0}.im))", "(np.isinf({0}.real) or np.isinf({0}.imag))"),
     "isfinite": ("(isfinite({0}.re) && isfinite({0}.im))", "(np.isfinite({0}.real) and np.isfinite({0}.imag))"),
     **{name: (f"lt_c{name}({{0}})", f"np.{name}({{0}})") for name in (
-        "log", "sqrt", "arcsin", "arccos", "arctan", "arcsinh", "arctanh")},
+        "sqrt", "arcsin", "arccos", "arctan", "arcsinh", "arctanh")},
     "log1p": ("lt_clog1p({0})", "lt_clog1p{N}({0})"),
+    "expm1": ("lt_cexpm1({0})", "lt_cexpm1_{N}({0})"),
+    "exp2": ("lt_cexp2({0})", "lt_cexp2_{N}({0})"),
     # (numba's own special values of these differ from C99's on the axes: kernels/cpu/numba_complex.py)
     **{name: (f"lt_c{name}({{0}})", f"lt_c{name}({{0}})") for name in (
-        "exp", "exp2", "expm1", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arccosh")},
+        "exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arccosh")},
 }
 # Ops whose generic snippet is already right for complex operands.
 _COMPLEX_GENERIC = ("add", "subtract", "multiply", "square", "negative", "equal", "not_equal", "where",
@@ -341,7 +343,7 @@ def _refusing_complex(spec: OpSpec) -> OpSpec:
 # numba's complex64 functions compute in float32, where an intermediate overflows long before the
 # result does (exp(89 + 1j), sqrt(3e38j)); NumPy's (glibc's) scale. complex64 values of these functions
 # are computed in complex128 and rounded once.
-_IN_DOUBLE = ("exp", "exp2", "expm1", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "sinh",
+_IN_DOUBLE = ("exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "sinh",
               "cosh", "tanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh")
 
 for _spec in _SPECS:

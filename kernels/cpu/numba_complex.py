@@ -205,26 +205,36 @@ def lt_ctan(z):
 
 
 @_inline
-def lt_cexp2(z):
-    if z.imag == 0:
-        return complex(np.exp2(z.real), z.imag)
-    return np.exp2(z)
-
-
-@_inline
 def lt_carccosh(z):
-    """The principal value, real part >= 0 (numba's formula gives the negated value on part of the plane)."""
+    """The principal value: real part >= 0, the imaginary part's sign z's (numba's formula gives
+    another branch on part of the plane)."""
     w = np.arccosh(z)
-    return -w if w.real < 0 else w
+    return complex(np.abs(w.real), np.copysign(np.abs(w.imag), z.imag))
 
 
-@_inline
-def lt_cexpm1(z):
-    """NumPy's nc_expm1: expm1(x) cos y - 2 sin^2(y / 2) + i e^x sin y (accurate for small z)."""
-    x = z.real
-    y = z.imag
-    a = np.sin(y / 2)
-    return complex(np.expm1(x) * np.cos(y) - 2 * a * a, np.exp(x) * np.sin(y))
+def _expm1_of(part):
+    """NumPy's nc_expm1 in the parts' type: expm1(x) cos y - 2 sin^2(y / 2) + i e^x sin y."""
+    @_inline
+    def expm1(z):
+        x = part(z.real)
+        y = part(z.imag)
+        a = part(np.sin(part(y / part(2.0))))
+        re = part(part(part(np.expm1(x)) * part(np.cos(y))) - part(part(part(2.0) * a) * a))
+        return complex(re, part(part(np.exp(x)) * part(np.sin(y))))
+    return expm1
+
+
+def _exp2_of(part):
+    """NumPy's nc_exp2: exp(x ln 2 + i y ln 2), the products rounded to the parts' type (the angle of a
+    large y is NumPy's only so)."""
+    @_inline
+    def exp2(z):
+        return lt_cexp(complex(part(part(z.real) * part(0.6931471805599453)), part(part(z.imag) * part(0.6931471805599453))))
+    return exp2
+
+
+lt_cexpm1_64, lt_cexpm1_128 = _expm1_of(np.float32), _expm1_of(np.float64)
+lt_cexp2_64, lt_cexp2_128 = _exp2_of(np.float32), _exp2_of(np.float64)
 
 
 def _log1p_of(part):
@@ -242,12 +252,24 @@ lt_clog1p64, lt_clog1p128 = _log1p_of(np.float32), _log1p_of(np.float64)
 
 
 @_inline
+def lt_clog(z):
+    """log |z| + i arg z; near |z| = 1 through log1p((x - 1)(x + 1) + y^2), as glibc, without the
+    cancellation of log(|z|)."""
+    x = z.real
+    y = z.imag
+    m = np.hypot(x, y)
+    if 0.5 < m < 2.0:
+        return complex(0.5 * np.log1p((x - 1.0) * (x + 1.0) + y * y), np.arctan2(y, x))
+    return np.log(z)
+
+
+@_inline
 def lt_clog2(z):
-    w = np.log(z)
+    w = lt_clog(z)
     return complex(w.real * 1.4426950408889634, w.imag * 1.4426950408889634)
 
 
 @_inline
 def lt_clog10(z):
-    w = np.log(z)
+    w = lt_clog(z)
     return complex(w.real * 0.4342944819032518, w.imag * 0.4342944819032518)
