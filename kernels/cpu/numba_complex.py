@@ -205,11 +205,26 @@ def lt_ctan(z):
 
 
 @_inline
+def _sqrt(z):
+    """The principal square root of finite z, the imaginary part's sign z's (of a -0 too, as C99's csqrt)."""
+    x = z.real
+    y = z.imag
+    if x == 0 and y == 0:
+        return complex(0.0, y)
+    t = np.sqrt((np.abs(x) + np.hypot(x, y)) * 0.5)
+    if x >= 0:
+        return complex(t, y / (2 * t))
+    return complex(np.abs(y) / (2 * t), np.copysign(t, y))
+
+
+@_inline
 def lt_carccosh(z):
-    """The principal value: real part >= 0, the imaginary part's sign z's (numba's formula gives
-    another branch on part of the plane)."""
-    w = np.arccosh(z)
-    return complex(np.abs(w.real), np.copysign(np.abs(w.imag), z.imag))
+    """Kahan's acosh: asinh(re(conj(sqrt(z - 1)) sqrt(z + 1))) + 2i atan2(im sqrt(z - 1), re sqrt(z + 1)),
+    accurate near z = 1 and for large z (numba's log formula is neither, and takes another branch on
+    part of the plane)."""
+    a = _sqrt(complex(z.real - 1, z.imag))     # (z - 1 would add +0 to a -0 imaginary part)
+    b = _sqrt(complex(z.real + 1, z.imag))
+    return complex(np.arcsinh(a.real * b.real + a.imag * b.imag), 2 * np.arctan2(a.imag, b.real))
 
 
 def _expm1_of(part):
