@@ -84,7 +84,7 @@ lt_crecip64, lt_crecip128 = _reciprocal_of(np.float32), _reciprocal_of(np.float6
 
 @_inline
 def lt_cpow(a, b, one):
-    """npy_cpow: a ** 0 is 1; 0 ** b is 0 for a real positive b, else NaN; an integer exponent of
+    """npy_cpow: a ** 0 is 1; 0 ** b is 0 where b's real part is positive, else NaN; an integer exponent of
     magnitude below 100 by repeated squaring (the reciprocal for a negative one); else cpow.
     `one`: 1 of a's type."""
     br = b.real
@@ -92,7 +92,7 @@ def lt_cpow(a, b, one):
     if br == 0 and bi == 0:
         return one
     if a.real == 0 and a.imag == 0:
-        if br > 0 and bi == 0:
+        if br > 0:
             return one * 0
         return one * 0 + complex(np.nan, np.nan)
     if bi == 0 and br == np.floor(br) and -100 < br < 100:

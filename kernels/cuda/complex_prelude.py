@@ -162,11 +162,11 @@ template <typename T> __device__ __forceinline__ lt_complex<T> lt_shfl_down(lt_c
     return lt_complex<T>(__shfl_down_sync(0xffffffffu, v.re, offset, width), __shfl_down_sync(0xffffffffu, v.im, offset, width));
 }
 
-/* npy_cpow: a ** 0 is 1; 0 ** b is 0 for a real positive b, else NaN; an integer exponent below 100 in
+/* npy_cpow: a ** 0 is 1; 0 ** b is 0 where re b > 0, else NaN; an integer exponent below 100 in
    magnitude by repeated squaring (its reciprocal for a negative one); else exp(b log a). */
 template <typename T> __device__ lt_complex<T> lt_cpow(lt_complex<T> a, lt_complex<T> b) {
     if (b.re == 0 && b.im == 0) return lt_complex<T>(1);
-    if (a.re == 0 && a.im == 0) return (b.re > 0 && b.im == 0) ? lt_complex<T>(0) : lt_complex<T>(LT_NAN, LT_NAN);
+    if (a.re == 0 && a.im == 0) return b.re > 0 ? lt_complex<T>(0) : lt_complex<T>(LT_NAN, LT_NAN);
     if (b.im == 0 && b.re == floor(b.re) && fabs(b.re) < 100) {
         int n = (int)b.re;
         if (n == 1) return a;
