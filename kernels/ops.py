@@ -351,6 +351,8 @@ for _spec in _SPECS:
         _spec.c["c"], _spec.py["c"] = _COMPLEX_SNIPPETS[_spec.name]
         if _spec.name in _IN_DOUBLE:
             _spec.py["c64"] = _spec.py["c"].replace("({0})", "(np.complex128({0}))")
+OPS_POWER_C64 = "lt_cpow(np.complex128({0}), np.complex128({1}), np.complex128(1))"     # (exp(b log a) in float32 loses digits)
+next(s for s in _SPECS if s.name == "power").py["c64"] = OPS_POWER_C64
 _SPECS = [s if s.name in COMPLEX_OPS else _refusing_complex(s) for s in _SPECS]
 
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}

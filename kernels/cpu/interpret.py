@@ -37,7 +37,9 @@ def _relu(x):
 
 def _power(a, b):
     """Integer powers as the kernels compute them: a negative exponent gives the truncated result
-    (1 for base 1, +-1 for base -1, 0 otherwise) instead of NumPy's error."""
+    (1 for base 1, +-1 for base -1, 0 otherwise) instead of NumPy's error; complex64 powers in complex128."""
+    if a.dtype == np.complex64:     # in complex128, rounded once, as the kernels (float32 cpowf loses digits)
+        return np.power(a.astype(np.complex128), b.astype(np.complex128)).astype(np.complex64)
     if a.dtype.kind not in "iu" or b.dtype.kind != "i" or not (b < 0).any():
         return np.power(a, b)
     negative = b < 0
