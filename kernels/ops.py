@@ -63,7 +63,7 @@ def _where_rule(types):
     _, a, b = types
     # The types int and float stand for weak Python scalars (NEP 50); np.result_type would read
     # them as the strong default dtypes, so give it a weak value of that kind instead.
-    out = np.result_type(*(t(0) if t is int or t is float else t for t in (a, b)))
+    out = np.result_type(*(t(0) if t is int or t is float or t is complex else t for t in (a, b)))
     return (np.dtype(bool), out, out), out
 
 
@@ -278,6 +278,83 @@ _SPECS += [
                "u": "(({0} >> {1}) if {1} < {N} else {T}(0))"}),
 ]
 
+
+
+# -- complex ---------------------------------------------------------------------------------------
+# complex64 and complex128 (kind 'c'): numba holds them as its complex types and computes with its own
+# ports of NumPy's complex functions; CUDA C holds them in lt_c64 / lt_c128 (kernels/cuda/complex_prelude.py),
+# whose operators make the generic '*' snippets (+, -, *, ==, !=, unary -) serve them too.
+def _part_rule(types):
+    """real and imag (np.real, np.imag): a complex value's part in the real dtype of its width; of a
+    real value, x itself or zeros of its dtype."""
+    (x,) = types
+    x = {complex: np.dtype(complex), float: np.dtype(float), int: np.dtype(int)}.get(x, x)
+    x = np.dtype(x)
+    return (x,), real_dtype(x)
+
+
+_SPECS += [
+    OpSpec("real", 1, np.real, _part_rule, c={"c": "{0}.re", "*": "{0}"}, py={"c": "{0}.real", "*": "{0}"}),
+    OpSpec("imag", 1, np.imag, _part_rule, c={"c": "{0}.im", "b": "false", "*": "(({T})0)"},
+           py={"c": "{0}.imag", "b": "False", "*": "{T}(0)"}),
+    OpSpec("conjugate", 1, np.conjugate, ufunc_rule(np.conjugate),
+           c={"c": "lt_conj({0})", "*": "{0}"}, py={"c": "np.conjugate({0})", "*": "{0}"}),
+]
+
+# op -> (CUDA C snippet, numba snippet) for complex operands; an op without its row (nor a '*'
+# snippet that is right for complex) refuses complex operands (COMPLEX_OPS).
+_COMPLEX_SNIPPETS = {
+    "true_divide": ("lt_cdiv({0}, {1})", "lt_cdiv{N}({0}, {1})"),
+    "power": ("lt_cpow({0}, {1})", "lt_cpow({0}, {1}, {T}(1))"),
+    "absolute": ("lt_cabs({0})", "lt_cabs({0})"),
+    "sign": ("lt_csign({0})", "lt_csign{N}({0})"),
+    "reciprocal": ("lt_crecip({0})", "lt_crecip{N}({0})"),
+    "isnan": ("(isnan({0}.re) || isnan({0}.im))", "(np.isnan({0}.real) or np.isnan({0}.imag))"),
+    "isinf": ("(isinf({0}.re) || isinf({0}.im))", "(np.isinf({0}.real) or np.isinf({0}.imag))"),
+    "isfinite": ("(isfinite({0}.re) && isfinite({0}.im))", "(np.isfinite({0}.real) and np.isfinite({0}.imag))"),
+    **{name: (f"lt_c{name}({{0}})", f"np.{name}({{0}})") for name in (
+        "sqrt", "arcsin", "arccos", "arctan", "arcsinh", "arctanh")},
+    "log1p": ("lt_clog1p({0})", "lt_clog1p{N}({0})"),
+    "expm1": ("lt_cexpm1({0})", "lt_cexpm1_{N}({0})"),
+    "exp2": ("lt_cexp2({0})", "lt_cexp2_{N}({0})"),
+    # (numba's own special values of these differ from C99's on the axes: kernels/cpu/numba_complex.py)
+    **{name: (f"lt_c{name}({{0}})", f"lt_c{name}({{0}})") for name in (
+        "exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arccosh")},
+}
+# Ops whose generic snippet is already right for complex operands.
+_COMPLEX_GENERIC = ("add", "subtract", "multiply", "square", "negative", "equal", "not_equal", "where",
+                    "logical_not", "logical_and", "logical_or", "logical_xor", "real", "imag", "conjugate")
+COMPLEX_OPS = frozenset(_COMPLEX_SNIPPETS) | frozenset(_COMPLEX_GENERIC)
+
+
+def _refusing_complex(spec: OpSpec) -> OpSpec:
+    """spec with a dtype rule that refuses complex loop dtypes (NumPy has them for ordering, rounding and
+    maximum/minimum, meanings the Array API leaves out and the kernels do not implement)."""
+    rule = spec.dtype_rule
+
+    def refusing(types):
+        loops, out = rule(types)
+        if any(np.dtype(t).kind == "c" for t in loops):
+            raise TypeError(f"{spec.name} is not defined for complex dtypes in lazytensor")
+        return loops, out
+    return OpSpec(spec.name, spec.arity, spec.reference, refusing, spec.c, spec.py, spec.symbol)
+
+
+# numba's complex64 functions compute in float32, where an intermediate overflows long before the
+# result does (exp(89 + 1j), sqrt(3e38j)); NumPy's (glibc's) scale. complex64 values of these functions
+# are computed in complex128 and rounded once.
+_IN_DOUBLE = ("exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "sinh",
+              "cosh", "tanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh")
+
+for _spec in _SPECS:
+    if _spec.name in _COMPLEX_SNIPPETS:
+        _spec.c["c"], _spec.py["c"] = _COMPLEX_SNIPPETS[_spec.name]
+        if _spec.name in _IN_DOUBLE:
+            _spec.py["c64"] = _spec.py["c"].replace("({0})", "(np.complex128({0}))")
+OPS_POWER_C64 = "lt_cpow(np.complex128({0}), np.complex128({1}), np.complex128(1))"     # (exp(b log a) in float32 loses digits)
+next(s for s in _SPECS if s.name == "power").py["c64"] = OPS_POWER_C64
+_SPECS = [s if s.name in COMPLEX_OPS else _refusing_complex(s) for s in _SPECS]
+
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
 
 # NumPy's dtypes, which every backend supports.
@@ -289,7 +366,9 @@ DTYPES = tuple(np.dtype(t) for t in (
 # float?" asks is_float, not dtype.kind. Every backend supports it too.
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 ALL_DTYPES = DTYPES + (BFLOAT16,)
-_KINDS = {"b": "b", "i": "i", "u": "u", "f": "f"}
+# complex64 and complex128, supported beside ALL_DTYPES by every backend (the ops in COMPLEX_OPS).
+COMPLEX_DTYPES = (np.dtype(np.complex64), np.dtype(np.complex128))
+_KINDS = {"b": "b", "i": "i", "u": "u", "f": "f", "c": "c"}
 
 
 def kind(dtype: np.dtype) -> str:
@@ -302,3 +381,13 @@ def kind(dtype: np.dtype) -> str:
 def is_float(dtype) -> bool:
     """Whether `dtype` is a real floating type: NumPy's float16/32/64 or bfloat16."""
     return dtype.kind == "f" or dtype == BFLOAT16
+
+
+def is_complex(dtype) -> bool:
+    return np.dtype(dtype).kind == "c"
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of a complex one's parts (complex64: float32); a real dtype itself."""
+    dtype = np.dtype(dtype)
+    return np.dtype({8: np.float32, 16: np.float64}[dtype.itemsize]) if dtype.kind == "c" else dtype

@@ -55,8 +55,9 @@ from lazytensor.ops.indexing import nonzero, take, take_along_axis
 from lazytensor.ops.scans import cumsum, cumprod, cumulative_sum, cumulative_prod
 from lazytensor.ops import random
 from lazytensor.ops import linalg
+from lazytensor.ops import fft
 from lazytensor.core.names import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
-                                   float32, float64, newaxis, pi, e, inf, nan)
+                                   float32, float64, complex64, complex128, newaxis, pi, e, inf, nan)
 from lazytensor.core.names import bfloat16     # ml_dtypes' bfloat16, as JAX spells it
 # The Array API's functions NumPy also has: products, searching, sets, differences, views.
 from lazytensor.ops.products import matrix_transpose, tensordot, vecdot
@@ -77,6 +78,7 @@ from lazytensor.ops.diagonals import diagonal, trace, diag
 from lazytensor.ops.padding import pad
 from lazytensor.ops.dots import dot, inner, outer
 from lazytensor.ops.einsum import einsum
+from lazytensor.ops.complex_parts import real, imag, conj, conjugate, angle
 from lazytensor.ops.counting import unique, bincount, argwhere, histogram, isin
 from lazytensor.ops.broadcasting import broadcast_shapes
 
@@ -133,7 +135,9 @@ __all__ = [
     "uint16", "uint32", "uint64", "float16", "float32", "float64", "newaxis", "pi", "e", "inf", "nan",
     "flip", "linspace", "eye", "identity", "concatenate", "stack", "hstack", "vstack", "sort", "argsort",
     "roll", "repeat", "tile", "nonzero", "take", "take_along_axis", "cumsum", "cumprod", "cumulative_sum",
-    "cumulative_prod", "random", "linalg",
+    "cumulative_prod", "random", "linalg", "fft",
+    # complex values
+    "complex64", "complex128", "real", "imag", "conj", "conjugate", "angle",
     # modules, optimizers and training
     "nn", "optim", "train_step", "TrainStep",
     # the Array API's functions NumPy also has

@@ -23,7 +23,7 @@ from lazytensor.core.operand import Operand
 from lazytensor.core.rewrites import bool_squared, operator_sqrt
 from lazytensor.core.tensor import Tensor, asarray
 from lazytensor.core.view_steps import int_view
-from lazytensor.ops import elementwise, indexing, matmul, reductions, scans, ufuncs, views
+from lazytensor.ops import complex_parts, elementwise, indexing, matmul, reductions, scans, ufuncs, views
 
 
 # -- arithmetic -------------------------------------------------------------------------------------
@@ -233,6 +233,11 @@ def _fresh(x):
     return apply("trunc", x) if x.dtype.kind in "biu" else apply("add", x, -0.0)
 
 
+def real_part(self): return complex_parts.real(self)
+def imag_part(self): return complex_parts.imag(self)
+def conj(self): return complex_parts.conj(self)
+
+
 def cumsum(self, axis=None, dtype=None): return scans.cumsum(self, axis, dtype)
 def cumprod(self, axis=None, dtype=None): return scans.cumprod(self, axis, dtype)
 def nonzero(self): return indexing.nonzero(self)
@@ -439,6 +444,7 @@ OPERAND_METHODS = {
     "reshape": reshape, "ravel": ravel, "squeeze": squeeze,
     "sum": sum_, "prod": prod, "mean": mean, "max": max_, "min": min_, "any": any_, "all": all_,
     "argmax": argmax, "argmin": argmin, "var": var, "std": std,
+    "real": property(real_part), "imag": property(imag_part), "conj": conj, "conjugate": conj,
     "__array_ufunc__": array_ufunc, "__array_function__": array_function,
     "__reduce__": reduce_operand, "__sizeof__": sizeof,
     "__array_priority__": 20.0,     # (what Dask's tensordot reads to pick the chunks' array library)

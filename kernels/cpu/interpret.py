@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.kernels.cpu.interpret_plan import PlanCache, build_plan
+from lazytensor.kernels.cpu.interpret_plan import PlanCache, build_plan, real_part_for
 from lazytensor.kernels.ops import BFLOAT16, OPS, is_float
 from lazytensor.kernels.program import ElementwiseProgram
 
@@ -37,7 +37,9 @@ def _relu(x):
 
 def _power(a, b):
     """Integer powers as the kernels compute them: a negative exponent gives the truncated result
-    (1 for base 1, +-1 for base -1, 0 otherwise) instead of NumPy's error."""
+    (1 for base 1, +-1 for base -1, 0 otherwise) instead of NumPy's error; complex64 powers in complex128."""
+    if a.dtype == np.complex64:     # in complex128, rounded once, as the kernels (float32 cpowf loses digits)
+        return np.power(a.astype(np.complex128), b.astype(np.complex128)).astype(np.complex64)
     if a.dtype.kind not in "iu" or b.dtype.kind != "i" or not (b < 0).any():
         return np.power(a, b)
     negative = b < 0
@@ -118,7 +120,7 @@ def evaluate_block(program: ElementwiseProgram, inputs, scalars, scalar_values=N
         elif op == "scalar":
             value = scalar_values[i] if scalar_values is not None else np.asarray(scalars[args[0]]).astype(dtype)
         elif op == "astype":
-            value = values[args[0]].astype(dtype)
+            value = real_part_for(values[args[0]], dtype).astype(dtype)
         else:
             value = np.asarray(_value(op, [values[a] for a in args]))
             natural = value.dtype

@@ -82,7 +82,7 @@ class Plan:
                 np.maximum(values[args[0]], fn, out=out)
                 value = out
             elif kind == "cast":
-                np.copyto(buf, values[args[0]], casting="unsafe")
+                np.copyto(buf, real_part_for(values[args[0]], buf.dtype), casting="unsafe")
                 value = buf
             else:
                 value = fn(i, values)
@@ -128,6 +128,14 @@ def build_plan(program, traced, dies, direct_ok: bool, generic) -> Plan:
             if buf is not None:
                 pool.setdefault((buf.shape, buf.dtype), []).append(buf)
     return Plan(steps, nbytes, direct)
+
+
+def real_part_for(value, dtype):
+    """A complex value's real part where it is cast to a real dtype other than bool (what NumPy's
+    cast keeps, without its ComplexWarning: the user's astype already built the node)."""
+    if value.dtype.kind == "c" and dtype.kind not in "cb":
+        return value.real
+    return value
 
 
 class PlanCache:

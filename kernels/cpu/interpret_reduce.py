@@ -26,7 +26,7 @@ def run_reduction(program: ElementwiseProgram, spec: Reduction, out: np.ndarray,
     """out[...] = the reduction `spec` of the program's values over spec.in_shape; `nchunks`: the
     chunks the kernel cuts its first reduced axis into (for the "chunks" loop shape)."""
     with np.errstate(all="ignore"):
-        if spec.kind in ("sum", "mean", "prod") and spec.acc_dtype.kind == "f" and spec.axes:
+        if spec.kind in ("sum", "mean", "prod") and spec.acc_dtype.kind in "fc" and spec.axes:
             result = _ordered(program, spec, inputs, scalars, nchunks)
             if spec.kind == "mean":
                 result = result / float(spec.count)
@@ -81,11 +81,12 @@ def _slices(shape, axis=None, lo=0, hi=None):
         yield tuple(index), start, stop
 
 
-def _columns(values: np.ndarray, kept: list, reduced: list) -> np.ndarray:
-    """values as a C-contiguous float64 (reduced elements in C order, kept elements) matrix."""
+def _columns(values: np.ndarray, kept: list, reduced: list, acc=_F64) -> np.ndarray:
+    """values as a C-contiguous matrix of `acc` (float64, or complex128 for complex values):
+    reduced elements in C order, kept elements."""
     moved = values.transpose(reduced + kept)
     r = math.prod(values.shape[d] for d in reduced)
-    return np.array(moved, _F64, order="C").reshape(r, -1)
+    return np.array(moved, acc, order="C").reshape(r, -1)
 
 
 def _fold(acc: np.ndarray, m: np.ndarray, multiply: bool) -> np.ndarray:
@@ -109,24 +110,25 @@ def _ordered(program, spec: Reduction, inputs, scalars, nchunks: int) -> np.ndar
     kept = [d for d in range(nd) if d not in axes]
     k = math.prod(shape[d] for d in kept)
     multiply = spec.kind == "prod"
+    acc = np.dtype(np.complex128) if spec.acc_dtype.kind == "c" else _F64
     if math.prod(shape) == 0:
-        return (np.ones(k) if multiply else np.zeros(k)).reshape(spec.out_shape)
+        return (np.ones(k, acc) if multiply else np.zeros(k, acc)).reshape(spec.out_shape)
     values = _Values(program, spec, inputs, scalars)
     if strategy(spec) == "rows":
         # one pass per kept element; a sum adds each run along the last axis into a partial sum first
-        result = np.empty(k, _F64)
+        result = np.empty(k, acc)
         lead = kept[0]
         inner = k // shape[lead]
         for index, start, stop in _slices(shape, lead):
             piece = values(index)
             if multiply:
-                part = _fold(np.ones((stop - start) * inner), _columns(piece, kept, axes), True)
+                part = _fold(np.ones((stop - start) * inner, acc), _columns(piece, kept, axes, acc), True)
             else:
                 last = axes[-1]
-                rows = _columns(piece, kept + axes[:-1], [last])       # (run, kept x outer)
-                runs = _fold(np.zeros(rows.shape[1]), rows, False)
+                rows = _columns(piece, kept + axes[:-1], [last], acc)       # (run, kept x outer)
+                runs = _fold(np.zeros(rows.shape[1], acc), rows, False)
                 outer = runs.reshape(-1, math.prod(shape[d] for d in axes[:-1]))   # (kept, outer)
-                part = _fold(np.zeros(outer.shape[0]), np.ascontiguousarray(outer.T), False)
+                part = _fold(np.zeros(outer.shape[0], acc), np.ascontiguousarray(outer.T), False)
             result[start * inner:stop * inner] = part
         return result.reshape(spec.out_shape)
     r0 = axes[0]
@@ -136,29 +138,29 @@ def _ordered(program, spec: Reduction, inputs, scalars, nchunks: int) -> np.ndar
     for c in range(nchunks):
         lo, hi = c * extent // nchunks, (c + 1) * extent // nchunks
         if lanes:
-            partials.append(_lanes(values, shape, lo, hi))
+            partials.append(_lanes(values, shape, lo, hi, acc))
             continue
-        acc = np.ones(k) if multiply else np.zeros(k)
+        part = np.ones(k, acc) if multiply else np.zeros(k, acc)
         for index, _, _ in _slices(shape, r0, lo, hi):
-            acc = _fold(acc, _columns(values(index), kept, axes), multiply)
-        partials.append(acc)
-    total = np.ones(k) if multiply else np.zeros(k)
+            part = _fold(part, _columns(values(index), kept, axes, acc), multiply)
+        partials.append(part)
+    total = np.ones(k, acc) if multiply else np.zeros(k, acc)
     for part in partials:
         total = total * part if multiply else total + part
     return total.reshape(spec.out_shape)
 
 
-def _lanes(values, shape, lo: int, hi: int) -> np.ndarray:
+def _lanes(values, shape, lo: int, hi: int, acc=_F64) -> np.ndarray:
     """One chunk of a full 1-D sum: LANES partial sums, element i into lane (i - lo) % LANES, the
     tail after the last full group into the chunk's sum, then the lanes in order."""
     groups = (hi - lo) // LANES
-    lane = np.zeros(LANES)
+    lane = np.zeros(LANES, acc)
     step = max(1, PIECE // LANES) * LANES
     for start in range(lo, lo + groups * LANES, step):
         stop = min(lo + groups * LANES, start + step)
-        lane = _fold(lane, np.array(values((slice(start, stop),)), _F64, order="C").reshape(-1, LANES), False)
-    total = 0.0
-    for x in np.asarray(values((slice(lo + groups * LANES, hi),)), _F64).tolist():
+        lane = _fold(lane, np.array(values((slice(start, stop),)), acc, order="C").reshape(-1, LANES), False)
+    total = acc.type(0).item()
+    for x in np.asarray(values((slice(lo + groups * LANES, hi),)), acc).tolist():
         total += x
     for x in lane.tolist():
         total += x

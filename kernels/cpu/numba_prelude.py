@@ -270,3 +270,7 @@ def lt_bf16_to_int(x, lo, end):
     casts: truncated, and 0 for NaN and for values out of the type's range."""
     t = np.trunc(np.float64(x))
     return t if lo <= t < end else 0.0
+from lazytensor.kernels.cpu.numba_complex import (lt_cabs, lt_cdiv64, lt_cdiv128, lt_cpow, lt_crecip64, lt_crecip128,  # noqa: E402,F401
+                                                   lt_csign64, lt_csign128, lt_cexp, lt_csinh, lt_ccosh,
+                                                   lt_ctanh, lt_csin, lt_ccos, lt_ctan, lt_carccosh, lt_cexpm1_64, lt_cexpm1_128,
+                                                   lt_cexp2_64, lt_cexp2_128, lt_clog1p64, lt_clog1p128, lt_clog, lt_clog2, lt_clog10)

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from lazytensor.kernels.cpu.numba_vector_math import definitions_for
-from lazytensor.kernels.ops import BFLOAT16, OPS, kind
+from lazytensor.kernels.ops import BFLOAT16, OPS, kind, real_dtype
 from lazytensor.kernels.program import ElementwiseProgram, Layout, output_name
 from lazytensor.kernels.cpu.stream_stores import STREAM_BLOCK, STREAM_CHUNKS
 
@@ -54,6 +54,10 @@ def convert(expr: str, dtype: np.dtype, src: np.dtype | None = None) -> str:
     float16/32 one) rounds from float32, a float64 or integer `src` once from float64, as ml_dtypes;
     a bfloat16 value cast to an integer is truncated, 0 where out of range or NaN (ml_dtypes')."""
     dtype = np.dtype(dtype)
+    if src is not None and src.kind == "c" and dtype.kind != "c":
+        if dtype == _BOOL:
+            return f"({expr} != 0)"
+        expr, src = f"({expr}).real", real_dtype(src)     # NumPy's cast drops the imaginary part
     if dtype == _F16:
         return f"lt_round_f16({expr})"
     if dtype == BFLOAT16:

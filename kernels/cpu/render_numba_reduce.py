@@ -112,6 +112,8 @@ class _Acc:
     def result(self, p: str) -> str:
         k = self.kind
         if k == "mean":
+            if self.spec.acc_dtype.kind == "c":     # NumPy's quotient of complex by the count (Smith's)
+                return f"np.divide({p}a, np.complex128(count))"
             return f"np.float64({p}a) / count"
         if k == "var":
             r = f"{p}q / max(count - {self.spec.ddof}, 0.0)"

@@ -11,11 +11,11 @@ import hashlib
 import numpy as np
 
 from lazytensor.kernels import launch_log
-from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_converters
+from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_arguments, scalar_converters
 from lazytensor.kernels.cuda.prelude import prelude
 from lazytensor.kernels.program import ElementwiseProgram, layout_of
-from lazytensor.kernels.cuda.render_cuda import EXACT, STORAGE, CudaSource, _stored, body_lines, register_value, uses_float16, \
-    uses_bfloat16
+from lazytensor.kernels.cuda.render_cuda import STORAGE, CudaSource, _stored, body_lines, register_value, uses_float16, \
+    scalar_parameters, uses_bfloat16, uses_complex
 
 BLOCK = 256
 
@@ -28,7 +28,7 @@ def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, inp
     in_dtypes = [np.dtype(d) for d in program.input_dtypes()]
     params = [f"{STORAGE[np.dtype(program.out_dtype)]}* __restrict__ out", "const long long* __restrict__ index"]
     params += [f"const {STORAGE[dt]}* __restrict__ in{k}" for k, dt in enumerate(in_dtypes)]
-    params += [f"const {EXACT[np.dtype(d)]} s{k}" for k, d in enumerate(program.scalar_dtypes)]
+    params += scalar_parameters(program)
     params += ["const long long n", "const long long rows"] + [f"const long long e{d}" for d in range(nd)]
     params += [f"const long long out_s{d}" for d in range(nd)]
     strided = []
@@ -53,7 +53,7 @@ def render_cuda_index_write(program: ElementwiseProgram, value_shape: tuple, inp
     kernel = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) LT_SCATTER(\n        {signature})',
                         "{", *["    " + line for line in body], "}", ""])
     float16, bfloat16 = uses_float16(program), uses_bfloat16(program)
-    head = prelude(float16, bfloat16)
+    head = prelude(float16, bfloat16, uses_complex(program))
     name = "lt_scatter_" + hashlib.sha1((head + kernel).encode()).hexdigest()[:20]
     kernel = kernel.replace("LT_SCATTER", name)
     return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)
@@ -85,7 +85,7 @@ def run_index_write(backend, program, out, index, inputs, scalars, value_shape, 
     function = backend._function(kernel, out.data.device_id)
     masks = layout_of(value_shape, [a.shape for a in inputs], False).masks
     args = [out, index, *inputs]
-    args += [conv(v) for conv, v in zip(scalar_converters(program), scalars)]
+    args += scalar_arguments(scalar_converters(program), scalars)
     args += [np.int64(n), np.int64(out.shape[0])] + [np.int64(d) for d in value_shape]
     args += [np.int64(s // out.itemsize) for s in out.strides]
     for a, mask in zip(inputs, masks):

@@ -6,6 +6,7 @@ import numpy as np
 
 from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.kernels.program import ElementwiseProgram
+from lazytensor.kernels.cuda.raw_launch import scalar_arguments  # noqa: F401 (the launchers' import)
 from lazytensor.kernels.cuda.render_cuda import CudaSource
 
 _F16 = np.dtype(np.float16)
@@ -21,9 +22,23 @@ def _bfloat16_argument(value):
     return np.float32(BFLOAT16.type(value))
 
 
+def _complex_argument(part_type):
+    """complex scalars travel as two kernel arguments, the parts (render_cuda.scalar_parameters)."""
+    def convert(value):
+        z = complex(value)
+        return part_type(z.real), part_type(z.imag)
+    return convert
+
+
+_COMPLEX_ARGUMENTS = {np.dtype(np.complex64): _complex_argument(np.float32),
+                      np.dtype(np.complex128): _complex_argument(np.float64)}
+
+
 def scalar_converters(program: ElementwiseProgram) -> tuple:
+    """One function per scalar: its value as the kernel's argument, or, for a complex scalar, a pair of
+    arguments (scalar_arguments flattens them)."""
     return tuple(_float16_argument if np.dtype(d) == _F16 else _bfloat16_argument if np.dtype(d) == BFLOAT16
-                 else np.dtype(d).type for d in program.scalar_dtypes)
+                 else _COMPLEX_ARGUMENTS.get(np.dtype(d), np.dtype(d).type) for d in program.scalar_dtypes)
 
 
 class CudaKernel:

@@ -10,6 +10,7 @@ Integer values of 8 and 16 bits are held in int / unsigned int registers by the 
 (see kernels/cuda/render_cuda.py), so the templates are instantiated for 32 and 64 bits in practice; the
 traits cover every width all the same.
 """
+from lazytensor.kernels.cuda.complex_prelude import COMPLEX
 from lazytensor.kernels.ops import HALF_NEXTAFTER_EQUAL_GIVES_Y
 
 
@@ -263,6 +264,7 @@ __device__ __forceinline__ float lt_nextafter_bf16(float x, float y) {
 """
 
 
-def prelude(float16: bool, bfloat16: bool = False) -> str:
+def prelude(float16: bool, bfloat16: bool = False, complex_: bool = False) -> str:
     head = (FLOAT16 + INTEGER_AND_FLOAT + FLOAT16_NEXTAFTER) if float16 else INTEGER_AND_FLOAT
-    return BFLOAT16 + head if bfloat16 else head
+    head = BFLOAT16 + head if bfloat16 else head
+    return head + COMPLEX if complex_ else head

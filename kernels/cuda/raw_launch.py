@@ -21,7 +21,21 @@ CODES = {np.dtype(name): code for name, code in {
     "bool": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uint16": "H",
     "uint32": "I", "uint64": "Q", "float16": "f", "float32": "f", "float64": "d"}.items()}
 CODES[BFLOAT16] = "f"
+CODES[np.dtype(np.complex64)] = "ff"         # (two parameters: the parts, render_cuda.scalar_parameters)
+CODES[np.dtype(np.complex128)] = "dd"
 INDEX_CODES = {False: "i", True: "q"}     # the geometry's integers: int, or long long (64-bit indexing)
+
+
+def scalar_arguments(converters, scalars) -> list:
+    """The kernel arguments of `scalars`: each converted, a complex one's two parts in order."""
+    out = []
+    for convert, value in zip(converters, scalars):
+        v = convert(value)
+        if type(v) is tuple:
+            out += v
+        else:
+            out.append(v)
+    return out
 
 
 def slot_struct(codes: str) -> struct.Struct:
@@ -66,8 +80,10 @@ class RawLaunch:
         self.tail = INDEX_CODES[index64] * len(tail), tuple(tail)
         self.params = KernelParameters(self.codes, *self.tail)
         self.converters = converters
-        # float16 scalars are rounded to float16 before they travel as float: always converted.
-        self.convert = any(np.dtype(d) == np.float16 or np.dtype(d) == BFLOAT16 for d in scalar_dtypes)
+        # float16 scalars are rounded to float16 before they travel as float, complex ones split in
+        # their parts: always converted.
+        self.convert = any(np.dtype(d) == np.float16 or np.dtype(d) == BFLOAT16 or np.dtype(d).kind == "c"
+                           for d in scalar_dtypes)
         self.thread = get_ident()
         self.launch_kernel = cupy.cuda.driver.launchKernel
         self.driver_error = cupy.cuda.driver.CUDADriverError
@@ -75,7 +91,7 @@ class RawLaunch:
 
     def converted(self, scalars) -> list:
         """The scalars as CuPy's call is given them (kernels/cuda/kernel.scalar_converters)."""
-        return [convert(v) for convert, v in zip(self.converters, scalars)]
+        return scalar_arguments(self.converters, scalars)
 
     def run(self, pointers, scalars) -> bool:
         """Launch with these device pointers and scalars on the current stream; False, with nothing

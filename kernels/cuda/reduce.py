@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from lazytensor.kernels import launch_log
-from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_converters
+from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_arguments, scalar_converters
 from lazytensor.kernels.cuda.layout import BLOCK
 from lazytensor.kernels.cuda.reduce_layout import MOMENT_LANES, ReduceGeometry, plan_finish, plan_reduction
 from lazytensor.kernels.program import ElementwiseProgram, Reduction
@@ -144,8 +144,7 @@ def run_reduction(backend, program: ElementwiseProgram, spec: Reduction, out, in
     if launch.finish is not None and scratch is None:
         scratch = backend.empty((geometry.chunks * geometry.K * launch.scratch_dtype.itemsize,), np.uint8)
     args = [a.data for a in inputs]
-    conv = launch.converters
-    args += [conv[k](v) for k, v in enumerate(scalars)]
+    args += scalar_arguments(launch.converters, scalars)
     args += [scratch, target]
     args += launch.tail
     launch.main(launch.grid, (BLOCK,), args)

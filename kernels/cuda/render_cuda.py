@@ -19,7 +19,7 @@ import numpy as np
 
 from lazytensor.kernels.cuda.layout import BLOCK, CONTIGUOUS, CudaLayout, operand_names
 from lazytensor.kernels.cuda.prelude import prelude
-from lazytensor.kernels.ops import BFLOAT16, OPS, kind
+from lazytensor.kernels.ops import BFLOAT16, OPS, kind, real_dtype
 from lazytensor.kernels.program import ElementwiseProgram, output_name
 
 _F16 = np.dtype(np.float16)
@@ -36,6 +36,8 @@ STORAGE = {np.dtype(k): v for k, v in {
     "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
     "uint64": "unsigned long long", "float16": "__half", "float32": "float", "float64": "double"}.items()}
 STORAGE[BFLOAT16] = "__nv_bfloat16"
+STORAGE[np.dtype(np.complex64)] = "lt_c64"        # (kernels/cuda/complex_prelude.py)
+STORAGE[np.dtype(np.complex128)] = "lt_c128"
 _HALVES = (_F16, BFLOAT16)
 _F32_EXACT = (_F16, np.dtype(np.float32))
 
@@ -73,6 +75,12 @@ def uses_bfloat16(program: ElementwiseProgram) -> bool:
 def convert(expr: str, dst: np.dtype, src: np.dtype | None = None) -> str:
     """Convert a value to dtype `dst` as NumPy's casting does (float16: round, held as float). bfloat16
     as ml_dtypes casts (kernels/cpu/render_numba.convert says how)."""
+    if dst.kind == "c":
+        return f"lt_to_complex<{STORAGE[dst]}>({expr})"
+    if src is not None and src.kind == "c":
+        if dst == _BOOL:
+            return f"(({expr}).re != 0 || ({expr}).im != 0)"
+        expr, src = f"({expr}).re", real_dtype(src)     # NumPy's cast drops the imaginary part
     if dst == _F16:
         return f"lt_round_f16({expr})"
     if dst == BFLOAT16:
@@ -85,6 +93,32 @@ def convert(expr: str, dst: np.dtype, src: np.dtype | None = None) -> str:
     if dst.kind in "iu" and src is not None and src.kind == "f":
         return f"lt_float_to_int<{EXACT[dst]}>({expr})"
     return f"(({EXACT[dst]})({expr}))"
+
+
+def uses_complex(program: ElementwiseProgram) -> bool:
+    return (any(np.dtype(dtype).kind == "c" for _, dtype in program.stores())
+            or any(np.dtype(ins[1]).kind == "c" for ins in program.instrs))
+
+
+def scalar_parameters(program: ElementwiseProgram) -> list:
+    """The kernel parameters of the program's scalars, s0, s1, ...: a complex scalar arrives as its two
+    parts (kernels/cuda/kernel.scalar_arguments), s<k>_re and s<k>_im, which make s<k> in the
+    declaration of the last (a parameter may not be declared from another, so through a comma
+    expression: the struct is built where it is used, by scalar_value)."""
+    params = []
+    for k, d in enumerate(program.scalar_dtypes):
+        d = np.dtype(d)
+        if d.kind == "c":
+            part = EXACT[real_dtype(d)]
+            params += [f"const {part} s{k}_re", f"const {part} s{k}_im"]
+        else:
+            params.append(f"const {EXACT[d]} s{k}")
+    return params
+
+
+def scalar_value(program: ElementwiseProgram, k: int) -> str:
+    d = np.dtype(program.scalar_dtypes[k])
+    return f"{STORAGE[d]}(s{k}_re, s{k}_im)" if d.kind == "c" else f"s{k}"
 
 
 def register_value(expr: str, dtype: np.dtype) -> str:
@@ -102,7 +136,7 @@ def body_lines(program: ElementwiseProgram, element_of) -> list[str]:
         if op == "load":
             rhs = element_of(args[0])
         elif op == "scalar":
-            rhs = f"s{args[0]}"
+            rhs = scalar_value(program, args[0])
         elif op == "astype":
             rhs = convert(f"v{args[0]}", dtype, dtypes[args[0]])
         else:
@@ -314,7 +348,7 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
         params.append("unsigned char* mask")
     params += [f"const {STORAGE[dtypes[k + 1]]}* in{k}" for k in range(n_in)]
     params += [f"{STORAGE[dtype]}* {name}" for name, _, dtype in _extra_outputs(program)]
-    params += [f"const {EXACT[np.dtype(d)]} s{k}" for k, d in enumerate(program.scalar_dtypes)]
+    params += scalar_parameters(program)
     params.append(f"const {index_t} n")
     params += [f"const {index_t} e{d}" for d in layout.extent_dims()]
     params += [f"const {index_t} {names[k]}_s{d}" for k, d in layout.stride_args()]
@@ -350,7 +384,7 @@ def render_cuda(program: ElementwiseProgram, layout: CudaLayout) -> CudaSource:
         *_indent(body, 1),
         "}",
         ""])
-    head = prelude(float16, bfloat16)
+    head = prelude(float16, bfloat16, uses_complex(program))
     name = "lt_" + hashlib.sha1((head + kernel).encode()).hexdigest()[:20]
     kernel = kernel.replace(_NAME, name)
     return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)

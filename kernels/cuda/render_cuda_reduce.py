@@ -18,7 +18,7 @@ from lazytensor.kernels.cuda.reduce_layout import MOMENT_BLOCKS_PER_SM, FinishLa
 from lazytensor.kernels.program import ElementwiseProgram, Reduction
 # The element code of the elementwise renderer: one SSA body per element, its values in registers.
 from lazytensor.kernels.cuda.render_cuda import EXACT, STORAGE, CudaSource, body_lines, register_value, \
-    convert, uses_bfloat16, uses_float16
+    convert, scalar_parameters, uses_bfloat16, uses_complex, uses_float16
 from lazytensor.kernels.ops import BFLOAT16
 
 _F16 = np.dtype(np.float16)
@@ -81,6 +81,8 @@ def _stored(expr: str, src: np.dtype, out: np.dtype) -> str:
 def store_lines(spec: Reduction, s: str, k: str) -> list:
     """Statements storing the finalized result of state `s` for output `k` (out is flat, contiguous)."""
     out, kind = spec.out_dtype, spec.kind
+    if kind == "mean" and spec.acc_dtype.kind == "c":       # NumPy's quotient of complex by count
+        return [f"out[{k}] = {_stored(f'lt_cdiv({s}.a, lt_c128(count))', spec.acc_dtype, out)};"]
     if kind == "mean":
         return [f"out[{k}] = {_stored(f'((double)({s}.a) / count)', _F64, out)};"]
     if kind == "var":
@@ -209,7 +211,7 @@ def _signature(kernel: _Kernel) -> list:
     program, lay, spec = kernel.program, kernel.layout, kernel.spec
     index_t = "long long" if lay.index64 else "int"
     params = [f"const {STORAGE[d]}* __restrict__ in{k}" for k, d in enumerate(kernel.dtypes)]
-    params += [f"const {EXACT[np.dtype(d)]} s{k}" for k, d in enumerate(program.scalar_dtypes)]
+    params += scalar_parameters(program)
     params += [f"{kernel.acc}* __restrict__ partial", f"{STORAGE[spec.out_dtype]}* __restrict__ out",
                f"const {index_t} K", f"const {index_t} R", f"const {index_t} C"]
     params += [f"const {index_t} ek{d}" for d in range(lay.kept_ndim)]
@@ -383,8 +385,9 @@ def _combine_row_slots(kernel: _Kernel) -> list:
     return lines
 
 
-def _finish(name_part: str, source_kernel: str, float16: bool, bfloat16: bool = False) -> CudaSource:
-    head = prelude(float16, bfloat16) + ACCUMULATORS
+def _finish(name_part: str, source_kernel: str, float16: bool, bfloat16: bool = False,
+            complex_: bool = False) -> CudaSource:
+    head = prelude(float16, bfloat16, complex_) + ACCUMULATORS
     name = f"lt_{name_part}_" + hashlib.sha1((head + source_kernel).encode()).hexdigest()[:20]
     kernel = source_kernel.replace(_NAME, name)
     return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)
@@ -403,7 +406,7 @@ def render_cuda_reduce(program: ElementwiseProgram, spec: Reduction, layout: Red
     text = "\n".join([f'extern "C" __global__ void __launch_bounds__({bounds}) {_NAME}(\n        {signature})',
                       "{", *_indent(body), "}", ""])
     return _finish("reduce", text, uses_float16(program) or spec.out_dtype == _F16,
-                   uses_bfloat16(program) or spec.out_dtype == BFLOAT16)
+                   uses_bfloat16(program) or spec.out_dtype == BFLOAT16, uses_complex(program))
 
 
 def render_cuda_finish(spec: Reduction, layout: FinishLayout) -> CudaSource:
@@ -430,4 +433,4 @@ def render_cuda_finish(spec: Reduction, layout: FinishLayout) -> CudaSource:
     signature = ",\n        ".join(params)
     text = "\n".join([f'extern "C" __global__ void __launch_bounds__({BLOCK}) {_NAME}(\n        {signature})',
                       "{", *_indent(body), "}", ""])
-    return _finish("finish", text, spec.out_dtype == _F16, spec.out_dtype == BFLOAT16)
+    return _finish("finish", text, spec.out_dtype == _F16, spec.out_dtype == BFLOAT16, spec.acc_dtype.kind == "c")

@@ -10,11 +10,11 @@ import hashlib
 import numpy as np
 
 from lazytensor.kernels import launch_log
-from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_converters
+from lazytensor.kernels.cuda.kernel import CudaKernel, scalar_arguments, scalar_converters
 from lazytensor.kernels.cuda.prelude import prelude
 from lazytensor.kernels.program import ElementwiseProgram, layout_of
-from lazytensor.kernels.cuda.render_cuda import EXACT, REGISTER, STORAGE, CudaSource, body_lines, convert, register_value, uses_float16, \
-    uses_bfloat16
+from lazytensor.kernels.cuda.render_cuda import REGISTER, STORAGE, CudaSource, body_lines, convert, register_value, uses_float16, \
+    scalar_parameters, uses_complex, uses_bfloat16
 from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.kernels.scan import Scan
 
@@ -31,7 +31,7 @@ def render_cuda_scan(program: ElementwiseProgram, spec: Scan, input_shapes) -> C
     kept = [d for d in range(nd) if d != axis]
     params = [f"{STORAGE[out_dtype]}* __restrict__ out"]
     params += [f"const {STORAGE[dt]}* __restrict__ in{k}" for k, dt in enumerate(in_dtypes)]
-    params += [f"const {EXACT[np.dtype(d)]} s{k}" for k, d in enumerate(program.scalar_dtypes)]
+    params += scalar_parameters(program)
     params += ["const long long rows"] + [f"const long long e{d}" for d in range(nd)]
     params += [f"const long long out_s{d}" for d in range(nd)]
     strided = []        # (operand k, dimension d) whose element stride is an argument: the varying ones
@@ -75,7 +75,7 @@ def render_cuda_scan(program: ElementwiseProgram, spec: Scan, input_shapes) -> C
                         "{", *["    " + line for line in body], "}", ""])
     float16 = uses_float16(program) or out_dtype == _F16
     bfloat16 = uses_bfloat16(program) or out_dtype == BFLOAT16
-    head = prelude(float16, bfloat16)
+    head = prelude(float16, bfloat16, uses_complex(program))
     name = "lt_scan_" + hashlib.sha1((head + kernel).encode()).hexdigest()[:20]
     kernel = kernel.replace("LT_SCAN", name)
     return CudaSource(name, head + "\n" + kernel, float16, kernel, bfloat16)
@@ -135,7 +135,7 @@ def run_scan(backend, program, spec: Scan, out, inputs, scalars) -> None:
     function = backend._function(kernel, device)
     masks = layout_of(spec.shape, [a.shape for a in inputs], False).masks
     args = [out, *inputs]
-    args += [conv(v) for conv, v in zip(scalar_converters(program), scalars)]
+    args += scalar_arguments(scalar_converters(program), scalars)
     args += [np.int64(rows)] + [np.int64(d) for d in spec.shape] + [np.int64(s) for s in _strides(out)]
     for a, mask in zip(inputs, masks):
         st = _strides(a)

@@ -5,8 +5,8 @@ needed) under the standard's name and signature; where the standard and NumPy di
 follows the standard (floor_divide's special cases, var/std take `correction`, sort is stable and
 takes `descending`, astype takes `copy`, ...), and the `lt` namespace follows NumPy.
 
-The linalg extension is `linalg` (lazytensor.array_api.linalg). Functions lazytensor does not have
-are absent rather than eager: complex dtypes and real/imag, the fft extension. The conformance suite runs with `make array-api`
+The linalg extension is `linalg` (lazytensor.array_api.linalg), the fft extension `fft`
+(lazytensor.array_api.fft). Functions lazytensor does not have are absent rather than eager. The conformance suite runs with `make array-api`
 (tests/array_api/run.sh; docs/benchmarks.md, "Array API conformance").
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ bool = _np.bool_  # noqa: A001
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float32, float64 = _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
 e, inf, nan, newaxis, pi = _lt.e, _lt.inf, _lt.nan, _lt.newaxis, _lt.pi
 can_cast = _np.can_cast
 from lazytensor.array_api.dtype_info import finfo as finfo, iinfo as iinfo  # noqa: E402
@@ -195,9 +196,15 @@ def isin(x1, x2, /, *, invert=False):
 
 
 def conj(x, /):
-    """The complex conjugate; lazytensor's dtypes are real, so x itself (the standard's vecdot is
-    written with it)."""
-    return x
+    return _lt.conj(x)
+
+
+def real(x, /):
+    return _lt.real(x)
+
+
+def imag(x, /):
+    return _lt.imag(x)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
@@ -213,7 +220,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return t if device is None or device == t.device else _lt.asarray(t, device=device)
 
 
-from lazytensor.array_api import linalg  # noqa: E402,F401
+from lazytensor.array_api import fft, linalg  # noqa: E402,F401
 # -- NumPy's spellings beyond the standard, which clients call on a namespace (xarray: einsum, pad,
 # quantile, transpose); the standard allows a namespace more names since 2025.12 -------------------
 from lazytensor import einsum, pad, quantile, transpose  # noqa: E402,F401

@@ -35,8 +35,10 @@ def _dtype(x):
 
 def finfo(x, /) -> finfo_object:
     dtype = _dtype(x)
+    if dtype.kind == "c":       # the standard's: its real dtype's limits (complex64: float32's), as NumPy's
+        dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
     if not is_float(dtype):
-        raise ValueError(f"finfo takes a real floating-point dtype, not {dtype.name}; use iinfo for integers")
+        raise ValueError(f"finfo takes a floating-point dtype, not {dtype.name}; use iinfo for integers")
     f = ml_dtypes.finfo(dtype) if dtype == BFLOAT16 else np.finfo(dtype)
     return finfo_object(f.bits, float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), dtype)
 

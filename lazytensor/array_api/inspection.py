@@ -13,8 +13,9 @@ _KINDS = {
     "unsigned integer": ("uint8", "uint16", "uint32", "uint64"),
     "integral": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
     "real floating": ("float32", "float64"),
-    "complex floating": (),                         # lazytensor has no complex dtypes
-    "numeric": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"),
+    "complex floating": ("complex64", "complex128"),
+    "numeric": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
+                "complex64", "complex128"),
 }
 
 
@@ -34,7 +35,7 @@ class Info:
 
     def default_dtypes(self, *, device=None) -> dict:
         _check_device(device)
-        return {"real floating": np.dtype(np.float64), "complex floating": None,
+        return {"real floating": np.dtype(np.float64), "complex floating": np.dtype(np.complex128),
                 "integral": np.dtype(np.int64), "indexing": np.dtype(np.int64)}
 
     def dtypes(self, *, device=None, kind=None) -> dict:

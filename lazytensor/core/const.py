@@ -28,6 +28,8 @@ class Const:
             value = int(value)          # (True in an integer loop: 1)
         elif kind == "b":
             value = bool(value)
+        elif kind == "c":
+            value = complex(dtype.type(value)) if dtype.itemsize == 8 else complex(value)   # (complex64: rounded, as NumPy casts)
         elif kind == "V":               # bfloat16 (ml_dtypes): rounded here, as NumPy rounds a Python
             value = float(dtype.type(np.float32(value) if type(value) is float else value))  # float: through float32
         limit = _ROUNDED_ABOVE.get(dtype)
@@ -68,6 +70,8 @@ def constant(value, dtype, table=None) -> Const:
         c = Const(value, dtype)
         limit = _ROUNDED_ABOVE.get(dtype)
         if type(value) is float and (value == 0.0 or value != value or (limit is not None and abs(value) > limit)):
+            return c
+        if type(value) is complex:      # (0j == -0j, and NaN parts: never one key)
             return c
         if len(table) > most:
             table.clear()

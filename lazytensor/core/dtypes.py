@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from lazytensor.kernels.ops import ALL_DTYPES, BFLOAT16, is_float  # noqa: F401 (is_float, BFLOAT16: for the rooms above)
+from lazytensor.kernels.ops import ALL_DTYPES, BFLOAT16, COMPLEX_DTYPES, is_float  # noqa: F401 (is_float, BFLOAT16: for the rooms above)
 
-SUPPORTED = frozenset(ALL_DTYPES)
-_NAMES = ", ".join(d.name for d in ALL_DTYPES)
+SUPPORTED = frozenset(ALL_DTYPES + COMPLEX_DTYPES)
+_NAMES = ", ".join(d.name for d in ALL_DTYPES + COMPLEX_DTYPES)
 
 
 def check_supported(dtype) -> np.dtype:
@@ -21,7 +21,7 @@ def check_supported(dtype) -> np.dtype:
 
 
 def operand_type(value):
-    """The type NumPy's resolution sees for a scalar: weak `int`/`float` for Python numbers,
+    """The type NumPy's resolution sees for a scalar: weak `int`/`float`/`complex` for Python numbers,
     a strong dtype for NumPy scalars and Python bools."""
     if isinstance(value, np.generic):      # first: np.float64 is also a Python float, but strong
         return check_supported(value.dtype)
@@ -31,8 +31,10 @@ def operand_type(value):
         return int
     if isinstance(value, float):
         return float
+    if isinstance(value, complex):
+        return complex
     raise TypeError(f"unsupported operand of type {type(value).__name__}: expected a Tensor, an expression, "
-                    f"or a bool, int or float scalar")
+                    f"or a bool, int, float or complex scalar")
 
 
 def scalar_value(value, dtype: np.dtype):

@@ -220,7 +220,7 @@ def astype(node, dtype) -> "Expr":
     return Expr("astype", (node,), node.shape, dtype, node.device, node.heavy)
 
 
-_WEAK = {float: float, int: int, bool: np.dtype(bool)}
+_WEAK = {float: float, int: int, complex: complex, bool: np.dtype(bool)}
 
 
 def apply(op: str, *operands) -> Expr:

@@ -15,6 +15,7 @@ bool_ = np.bool_
 int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
 uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
 float16, float32, float64 = np.float16, np.float32, np.float64
+complex64, complex128 = np.complex64, np.complex128
 bfloat16 = ml_dtypes.bfloat16     # as JAX spells it: ml_dtypes' scalar type, np.dtype(lt.bfloat16) its dtype
 
 newaxis = None
@@ -24,5 +25,5 @@ inf = math.inf
 nan = math.nan
 
 DTYPE_NAMES = ("bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float16", "float32", "float64", "bfloat16")
+               "float16", "float32", "float64", "bfloat16", "complex64", "complex128")
 CONSTANT_NAMES = ("newaxis", "pi", "e", "inf", "nan")

@@ -79,7 +79,7 @@ def clip(x, a_min=None, a_max=None):
 
 def _weak(v):
     """What np.result_type needs to treat a Python int or float as weak (NEP 50)."""
-    if type(v) is int or type(v) is float:
+    if type(v) is int or type(v) is float or type(v) is complex:
         return type(v)(0)
     return v.dtype if hasattr(v, "dtype") else v
 

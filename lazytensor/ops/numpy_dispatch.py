@@ -12,7 +12,7 @@ _NAMES[np.mod] = "remainder"
 for _alias, _op in (("bitwise_not", "invert"), ("bitwise_left_shift", "left_shift"),
                     ("bitwise_right_shift", "right_shift"), ("acos", "arccos"), ("asin", "arcsin"),
                     ("atan", "arctan"), ("atan2", "arctan2"), ("acosh", "arccosh"), ("asinh", "arcsinh"),
-                    ("atanh", "arctanh"), ("conjugate", None)):
+                    ("atanh", "arctanh")):
     if _op is not None and isinstance(getattr(np, _alias, None), np.ufunc):
         _NAMES[getattr(np, _alias)] = _op
 
@@ -138,14 +138,15 @@ def _function_table():
 def _numpy_functions():
     """NumPy's functions composed from the nodes above (nan-reductions, statistics, products, ...)."""
     from lazytensor.ops import (closeness, counting, diagonals, dots, einsum, like, nan_reductions, padding,
-                                quantiles, splitting, statistics)
+                                quantiles, splitting, statistics, complex_parts)
     modules = (nan_reductions, quantiles, statistics, closeness, like, splitting, diagonals, padding, dots,
-               einsum, counting)
+               einsum, counting, complex_parts)
     names = ("nansum", "nanprod", "nancumsum", "nancumprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
              "median", "nanmedian", "quantile", "nanquantile", "percentile", "nanpercentile", "average", "ptp",
              "isclose", "allclose", "array_equal", "zeros_like", "ones_like", "empty_like", "full_like", "copy",
              "atleast_1d", "atleast_2d", "atleast_3d", "split", "array_split", "diagonal", "trace", "diag", "pad",
-             "dot", "inner", "outer", "einsum", "unique", "bincount", "argwhere", "histogram", "isin")
+             "dot", "inner", "outer", "einsum", "unique", "bincount", "argwhere", "histogram", "isin",
+             "real", "imag", "angle")
     return {getattr(np, n): getattr(next(m for m in modules if hasattr(m, n)), n) for n in names}
 
 
@@ -200,6 +201,7 @@ def dispatch_function(func, args, kwargs):
     if not _functions:
         _functions.update(_function_table())
         _functions.update(_linalg_functions())
+        _functions.update(_fft_functions())
     lazy = _functions.get(func)
     if lazy is not None:
         return lazy(*args, **kwargs)
@@ -213,3 +215,10 @@ def _linalg_functions():
     from lazytensor.ops import linalg
     return {getattr(np.linalg, n): getattr(linalg, n) for n in linalg.__all__
             if n[0].islower() and hasattr(np.linalg, n)}
+
+
+def _fft_functions():
+    """np.fft's functions, lt.fft's under the same names and signatures."""
+    from lazytensor.ops import fft
+    names = fft.__all__ + ["fft2", "ifft2", "rfft2", "irfft2"]
+    return {getattr(np.fft, n): getattr(fft, n) for n in names if hasattr(np.fft, n)}

@@ -9,6 +9,7 @@ import operator
 import numpy as np
 
 from lazytensor.core import tensor as _tensor
+from lazytensor.core.expr import apply
 from lazytensor.core.expr import astype
 from lazytensor.ops.matmul import matmul
 from lazytensor.ops.reductions import reduce
@@ -79,8 +80,8 @@ def _contracted_axes(axes, a_nd, b_nd):
 
 
 def vecdot(x1, x2, axis=-1):
-    """The Array API's vecdot (np.vecdot for real dtypes): sum(x1 * x2) over `axis`, after the
-    operands broadcast; one fused reduction kernel."""
+    """The Array API's vecdot (np.vecdot): sum(conj(x1) * x2) over `axis`, after the operands
+    broadcast; one fused reduction kernel."""
     x1, x2 = _tensor.as_node(x1), _tensor.as_node(x2)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("vecdot: the operands must have at least one dimension")
@@ -94,5 +95,7 @@ def vecdot(x1, x2, axis=-1):
     dtype = np.result_type(x1.dtype, x2.dtype)
     if dtype == np.bool_:
         raise TypeError("vecdot takes numeric operands, not bool")
+    if x1.dtype.kind == "c":
+        x1 = apply("conjugate", x1)
     prod = broadcast_to(x1, shape) * broadcast_to(x2, shape)
     return reduce("sum", moveaxis(prod, axis, -1), axis=-1, dtype=dtype)

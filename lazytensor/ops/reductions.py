@@ -18,6 +18,7 @@ from lazytensor.ops.views import ravel, reshape
 _NUMPY = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any, "all": np.all,
           "mean": np.mean, "var": np.var, "std": np.std, "argmax": np.argmax, "argmin": np.argmin}
 _dtypes: dict = {}
+_COMPLEX_KINDS = ("sum", "prod", "mean", "any", "all")
 
 
 def _result_dtype(kind: str, src: np.dtype, dtype) -> np.dtype:
@@ -35,6 +36,8 @@ def _accumulator(kind: str, src: np.dtype, out: np.dtype) -> np.dtype:
     NumPy's ml_dtypes loop would add in bfloat16); integers in their result type."""
     if kind in ("argmax", "argmin", "max", "min"):
         return src if src != np.float16 and src != _dt.BFLOAT16 else np.dtype(np.float32)
+    if out.kind == "c":
+        return np.dtype(np.complex128)   # complex64 sums, products and means too, as floats in double
     if kind in ("any", "all"):
         return np.dtype(bool)
     if out == _dt.BFLOAT16 or (src == _dt.BFLOAT16 and out.kind != "f"):
@@ -97,6 +100,8 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None, ddof=0):
     if not axes:    # a 0-d input or axis=(): each element is reduced alone, over a unit axis
         x = reshape(x, tuple(x.shape) + (1,))
         axes = (len(x.shape) - 1,)
+    if (x.dtype.kind == "c" or (dtype is not None and dtype.kind == "c")) and kind not in _COMPLEX_KINDS:
+        raise TypeError(f"{kind} is not defined for complex dtypes in lazytensor (sum, prod, mean, any and all are)")
     out_dtype = _result_dtype("var" if kind == "std" else kind, x.dtype, dtype)
     if kind == "std":
         out_dtype = _result_dtype("std", x.dtype, dtype)

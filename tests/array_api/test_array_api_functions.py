@@ -208,7 +208,9 @@ def test_inspection_namespace():
     assert info.default_device() in info.devices() and "cpu" in info.devices()
     assert info.default_dtypes()["real floating"] == np.float64 and info.default_dtypes()["indexing"] == np.int64
     assert set(info.dtypes()) == {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                                  "float32", "float64"}
+                                  "float32", "float64", "complex64", "complex128"}
+    assert set(info.dtypes(kind="complex floating")) == {"complex64", "complex128"}
+    assert info.default_dtypes()["complex floating"] == np.complex128
     assert set(info.dtypes(kind=("bool", "real floating"))) == {"bool", "float32", "float64"}
     with pytest.raises(ValueError, match="unknown dtype kind"):
         info.dtypes(kind="complex")

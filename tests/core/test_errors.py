@@ -48,7 +48,7 @@ def test_assigning_to_a_destination_of_another_shape():
 
 # -- dtypes and ops --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("values,name", [(np.array([1 + 2j]), "complex128"), (np.array([1j], np.complex64), "complex64"),
+@pytest.mark.parametrize("values,name", [(np.array([1 + 2j], np.clongdouble), "complex256|clongdouble"),
                                          (np.array(["a"]), "<U1|str"), (np.array([object()]), "object"),
                                          (np.array([1.0], np.longdouble), "float128|longdouble")])
 def test_unsupported_dtype(values, name):
@@ -56,7 +56,7 @@ def test_unsupported_dtype(values, name):
         lt.asarray(values)
 
 
-@pytest.mark.parametrize("dtype", [np.complex128, object, "U3", np.datetime64])
+@pytest.mark.parametrize("dtype", [np.clongdouble, object, "U3", np.datetime64])
 def test_unsupported_dtype_in_constructors_and_astype(dtype):
     with pytest.raises(TypeError, match="unsupported dtype"):
         lt.zeros((2,), dtype)
@@ -68,12 +68,10 @@ def test_unsupported_dtype_in_constructors_and_astype(dtype):
 
 def test_unsupported_scalar_operands():
     a = _t((2,))
-    with pytest.raises(TypeError, match="unsupported operand of type complex"):
-        a + 1j
     with pytest.raises(TypeError, match="unsupported"):
         a * "x"
-    with pytest.raises(TypeError, match="unsupported dtype complex128"):
-        a - np.complex128(1)
+    with pytest.raises(TypeError, match="unsupported dtype (complex256|clongdouble)"):
+        a - np.clongdouble(1)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

@@ -152,7 +152,7 @@ def test_ufunc_lazytensor_lacks_raises_a_clear_type_error():
 
 
 @pytest.mark.parametrize("call,name", [(lambda t: np.linalg.lstsq(t[:, None], t), "np.linalg.lstsq"),
-                                       (lambda t: np.fft.fft(t), "np.fft.fft"),
+                                       (lambda t: np.gradient(t), "np.gradient"),
                                        (lambda t: np.convolve(t, t), "np.convolve")])
 def test_numpy_function_without_counterpart_raises_naming_it(call, name):
     t = lt.asarray(np.arange(4.0))

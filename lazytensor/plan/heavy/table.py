@@ -16,6 +16,7 @@ from lazytensor.plan.conv.forward_saved import build_forward_saved
 from lazytensor.plan.heavy.collectives import build_all_reduce
 from lazytensor.plan.heavy.concatenate import build_concatenate
 from lazytensor.plan.heavy.index_write import build_index_write, build_row_op
+from lazytensor.plan.heavy.fft import build_fft
 from lazytensor.plan.heavy.linalg import build_linalg
 from lazytensor.plan.heavy.mask_gather import build_mask_expand, build_mask_gather
 from lazytensor.plan.heavy.materialize import build_materialize
@@ -51,6 +52,7 @@ HEAVY = {
     "cbr_drelu": (build_drelu,),
     "forward_saved": (build_forward_saved,),
     "linalg": (build_linalg,),
+    "fft": (build_fft,),
     "all_reduce": (build_all_reduce,),
     "region_write": (build_region_write,),
 }
@@ -60,7 +62,7 @@ ROOT_WRITERS = frozenset({
     "reduce", "matmul", "max_pool2d", "avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward", "scan",
     "concatenate", "index_write", "row_gather", "row_scatter_add", "mask_gather", "mask_expand", "scatter",
     "conv2d", "conv2d_backward_data", "conv2d_backward_filter", "cbr_dbn_sums", "cbr_dbn_dx", "cbr_drelu",
-    "linalg",
+    "linalg", "fft",
 })
 
 # Whole-plan patterns, tried on the root first, in order: (name, match(root, out, backend, cutter) ->
