@@ -14,7 +14,7 @@ from operator import is_
 import numpy as np
 
 from lazytensor.kernels.cpu.interpret import BLOCK, _dies_after, _generic, converted_scalars, evaluate_block
-from lazytensor.kernels.cpu.interpret_plan import build_plan
+from lazytensor.kernels.cpu.interpret_plan import build_plan, real_part_for
 
 try:        # NumPy's error state set and reset directly: np.errstate costs a microsecond a call
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
@@ -72,7 +72,7 @@ def _block_function(program, n: int, operands, scalar_values):
                 f"maximum({names[args[0]]}, f{i}, out={into})"
             lines.append(call)
         elif kind == "cast":
-            lines.append(f"copyto({into}, {names[args[0]]}, casting='unsafe')")
+            lines.append(f"copyto({into}, real_part_for({names[args[0]]}, {into}.dtype), casting='unsafe')")
         else:       # evaluate_block's own computation of instruction i, from its arguments' values
             into = f"v{i}"
             consts[f"g{i}"] = _argument_generic(program, i)
@@ -85,7 +85,7 @@ def _block_function(program, n: int, operands, scalar_values):
     xs = "".join(f", x{k}" for k in range(program.n_inputs))
     ss = "".join(f", s{k}" for k in range(len(slots)))
     source = f"def block(out{xs}{ss}):\n    " + "\n    ".join(lines) + "\n"
-    scope = {"maximum": np.maximum, "copyto": np.copyto, **consts}
+    scope = {"maximum": np.maximum, "copyto": np.copyto, "real_part_for": real_part_for, **consts}
     exec(compile(source, f"<lazytensor flat runner {n}>", "exec"), scope)   # noqa: S102
     return scope["block"], plan.nbytes
 
