@@ -153,8 +153,10 @@ def propagate(op, args, result, attrs=None):
             cond = np.broadcast_to(np.asarray(args[0].np if isinstance(args[0], Node) else args[0], bool), shape)
             bound = np.where(e[0] > 0, np.inf, np.where(cond, e[1], e[2]))
         elif op in ("negative", "absolute", "relu", "sin", "cos", "tanh", "sigmoid", "astype", "fabs", "arctan",
-                    "arcsinh"):
-            bound = e[0]                       # Lipschitz constant <= 1
+                    "arcsinh", "real", "conjugate"):
+            bound = e[0]                       # Lipschitz constant <= 1 (real, conjugate: of a real value, itself)
+        elif op == "imag":
+            bound = np.zeros(shape)            # of a real value: zeros, whatever its error
         elif op in ("hypot", "logaddexp", "logaddexp2"):
             bound = e[0] + e[1]                # Lipschitz constant <= 1 in each operand
         elif op == "square":
