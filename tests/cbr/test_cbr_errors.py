@@ -8,7 +8,7 @@ import pytest
 import lazytensor as lt
 import lazytensor.plan.conv.steps as conv_steps
 import lazytensor.plan.steps as lt_steps
-from lazytensor.cbr import finalize_cpu
+from lazytensor.cbr import finalize_cpu, finalize_numpy
 
 F32 = np.float32
 
@@ -180,7 +180,8 @@ def _failing_statistics(monkeypatch):
 
 
 def _failing_finalize(monkeypatch):
-    monkeypatch.setattr(finalize_cpu, "finalize_train", _raise)
+    monkeypatch.setattr(finalize_cpu, "finalize_train", _raise)      # numba's, when calls wait for kernels
+    monkeypatch.setattr(finalize_numpy, "finalize_train", _raise)    # its NumPy twin, while they compile
 
 
 @pytest.mark.parametrize("inject", [_failing_conv, _failing_statistics, _failing_finalize],
