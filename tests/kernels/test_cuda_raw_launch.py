@@ -57,7 +57,8 @@ def cuda(monkeypatch):
 
 
 def test_slots_hold_one_value_each_at_their_start_in_little_endian():
-    assert {c: slot_struct(c).size for c in set(CODES.values()) | {"Q"}} == {c: 8 for c in set(CODES.values()) | {"Q"}}
+    codes = set(CODES.values()) | {"Q"}
+    assert {c: slot_struct(c).size for c in codes} == {c: 8 * len(c) for c in codes}    # a complex: its two parts
     params = KernelParameters("Qfd", "ii", (7, 1 << 30))
     params.pack(params.slots, 0, 0x1122334455667788, -0.0, 2.5)
     raw = bytes(params.slots)
