@@ -13,7 +13,7 @@ from __future__ import annotations
 from lazytensor.core.expr import Const, Expr
 from lazytensor.core.memory import owner
 from lazytensor.core.tensor import Tensor
-from lazytensor.core.view_steps import apply_step
+from lazytensor.core.view_steps import tensor_view
 from lazytensor.reuse.bounded import make_room
 from lazytensor.reuse.recipes import const_part
 
@@ -142,12 +142,12 @@ class Template:
         for instruction in self.instructions:
             kind = instruction[0]
             if kind is _VIEW:
-                append(_view(nodes[instruction[1]], instruction[2]))
+                append(tensor_view(nodes[instruction[1]], instruction[2]))
                 continue
             if kind is _FRESH:
                 _, data, device, steps = instruction
                 fresh = Tensor(data.copy(), device)
-                append(_view(fresh, steps) if steps else fresh)
+                append(tensor_view(fresh, steps) if steps else fresh)
                 continue
             op, args, shape, dtype, device, heavy, attrs = instruction
             append(Expr(op, tuple([nodes[a] if type(a) is int else a for a in args]), shape, dtype, device,
@@ -199,16 +199,6 @@ class _Recorder:
 
 _VIEW = object()     # an instruction's mark: a view of a tensor, (mark, its base's position, view steps)
 _FRESH = object()    # a constant gradient made anew, (mark, its base's array, device, view steps)
-
-
-def _view(base, steps):
-    """base viewed through `steps` as lazytensor.core.view_steps makes such a view."""
-    data = base.data
-    for step, _ in steps:
-        data = apply_step(data, step)
-    out = Tensor(data, base.device)
-    out.view_of = (base, steps)
-    return out
 
 
 def _walk(root, recorder):

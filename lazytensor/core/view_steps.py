@@ -154,6 +154,16 @@ def view(x, step):
         return _materialize(x, step, new_shape, "an operand's strides do not allow this reshape as a view")
 
 
+def tensor_view(base, steps) -> Tensor:
+    """The Tensor `base` viewed through `steps` ((view step, shape after it), ...), its provenance kept."""
+    data = base.data
+    for step, _ in steps:
+        data = apply_step(data, step)
+    out = Tensor(data, base.device)
+    out.view_of = (base, steps)
+    return out
+
+
 def _materialize(x, step, shape, why):
     return Expr("materialize", (x,), shape, x.dtype, x.device, heavy=True, attrs=(step, why))
 
@@ -170,11 +180,7 @@ def _push(node, steps, memo):
     if type(node) is Expr and node.result is not None:
         node = node.result          # evaluated since the view's root was built: its operands are gone
     if isinstance(node, Tensor):
-        data = node.data
-        for step, _ in steps:
-            data = apply_step(data, step)
-        out = Tensor(data, node.device)
-        out.view_of = (node, steps)
+        out = tensor_view(node, steps)
     else:
         args = []
         for a in node.args:
