@@ -18,7 +18,7 @@ def main() -> None:
     import torch
     import torch.distributed as dist
     from lazytensor.bench.torch_models import build
-    from lazytensor.bench.train import LR, MOMENTUM, WEIGHT_DECAY, _num_classes
+    from lazytensor.bench.train import LR, MOMENTUM, WEIGHT_DECAY, _captured_step, _num_classes
     p = argparse.ArgumentParser()
     for name, kind in (("--model", str), ("--px", int), ("--batch", int), ("--steps", int), ("--device", str),
                        ("--mode", str)):
@@ -40,7 +40,7 @@ def main() -> None:
     labels = torch.randint(0, _num_classes(args.px), (args.batch,), device=device)
     F = torch.nn.functional
     if args.mode == "CUDA graph":
-        step = _captured(torch, ddp, opt, x, labels)
+        step = _captured_step(torch, ddp, opt, x, labels, torch.float16, warmup=11)
     else:
         scaler = torch.amp.GradScaler("cuda", enabled=cuda)
 
@@ -65,30 +65,6 @@ def main() -> None:
     if dist.get_rank() == 0:
         print(f"img/s: {args.batch * dist.get_world_size() * args.steps / seconds:.1f}", flush=True)
     dist.destroy_process_group()
-
-
-def _captured(torch, ddp, opt, x, labels):
-    """The whole step in one CUDA graph (DDP with static_graph, warmed up on a side stream)."""
-    F = torch.nn.functional
-
-    def body():
-        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
-            loss = F.cross_entropy(ddp(x), labels)
-        loss.backward()
-        opt.step()
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(11):         # DDP builds its buckets over the first iterations
-            opt.zero_grad(set_to_none=False)
-            body()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=False)
-    with torch.cuda.graph(graph):
-        body()
-    return graph.replay
 
 
 if __name__ == "__main__":

@@ -176,8 +176,9 @@ def _torch_mode(torch, mode, name, px, batch, device, timer, amp="float16"):
     return seconds, None
 
 
-def _captured_step(torch, model, optimizer, x, labels, autocast):
-    """PyTorch's whole-network capture: warm up on a side stream, capture one step, replay it."""
+def _captured_step(torch, model, optimizer, x, labels, autocast, warmup=3):
+    """PyTorch's whole-network capture: warm up on a side stream, capture one step, replay it
+    (DistributedDataParallel builds its buckets over its first iterations: more warm-up)."""
     F = torch.nn.functional
     static_x, static_labels = x.clone(), labels.clone()
 
@@ -191,7 +192,7 @@ def _captured_step(torch, model, optimizer, x, labels, autocast):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(3):
+        for _ in range(warmup):
             optimizer.zero_grad(set_to_none=True)
             body()
     torch.cuda.current_stream().wait_stream(side)
