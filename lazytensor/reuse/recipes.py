@@ -13,6 +13,7 @@ import numpy as np
 from lazytensor.core.expr import Const
 from lazytensor.kernels.config import config
 from lazytensor.reuse import replay as graph_replay
+from lazytensor.reuse.misses import miss_reason
 from lazytensor.reuse.bounded import make_room
 from lazytensor.core.memory import address, extent, owner, owner_address
 from lazytensor.core.tensor import Tensor
@@ -354,6 +355,25 @@ def planned(root, out, backend, make_plan, replay=False):
     steps = make_plan(root, out, backend)
     keep(key, steps, tensors, out, holders, backend)
     return steps
+
+
+def cache_note(key) -> str:
+    """What lt.explain says of the plan cache for the recipe key `key` (or None: no key, the
+    destination's memory is read), looked up before the plan explain makes is kept."""
+    if key is None:
+        return ("plan cache: none (the expression reads the destination's memory, so its plan depends on "
+                "addresses: made on every call)")
+    try:
+        recipe = kept(key)
+    except TypeError:
+        return "plan cache: none (an attribute of the expression cannot be hashed: planned on every call)"
+    if recipe is PLAN_EACH_TIME:
+        return "plan cache: none (a step holds a view of an input or of a destination: planned on every call)"
+    if recipe is not None:
+        return ("plan cache: hit (an earlier call kept the plan of this structure: an assignment of it "
+                "rebinds those steps to its tensors, with no planning)")
+    return (f"plan cache: miss ({miss_reason(key, list(_recipes))}); the first call of this structure "
+            "plans and keeps it, later calls rebind it")
 
 
 def replay_note(root, out, backend, steps) -> str | None:

@@ -130,13 +130,14 @@ def planned_several(pairs, backend, replay: bool = True) -> list:
 def recipe_note(pairs, backend, steps) -> str:
     """What lt.explain says about the recipe of several results and its CUDA graph replay."""
     sig = signature_several(pairs)
+    cache = recipes.cache_note(sig[0])
     try:
         recipe = recipes.kept(sig[0])
     except TypeError:
-        return "recipe: none; an attribute of the expressions cannot be hashed, so the plan is made on every call"
+        return cache
     if recipe is recipes.PLAN_EACH_TIME:
-        return "recipe: none; a step holds a view of an input or a destination, so the plan is made on every call"
-    text = ("recipe: kept after the first call (the next call with the same structure rebinds these steps "
+        return cache
+    text = (cache + "\nrecipe: kept after the first call (the next call with the same structure rebinds these steps "
             "to its arrays without planning)")
     if not backend.graphs or not any(node.heavy for _, node in pairs):
         return text

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from lazytensor.reuse import recipes
-from lazytensor.plan.planner import plan
+from lazytensor.plan.planner import cheap_plan, plan
 from lazytensor.plan.step_summary import step_lines
 from lazytensor.assign.writes import readers_to_settle
 from lazytensor.core.expr import Expr
@@ -54,6 +54,7 @@ def explain(expr, out: Tensor | str | None = None, source: bool = True, detail: 
         node.settle()               # as assignment does: nodes evaluated since it was built are read
         if node.result is not None:
             node = node.result      # evaluated: assigning it copies its result
+    cache = _cache_note(node, out)     # looked up before this plan is kept
     steps = plan(node, out.data, out.backend)
     lines = [f"expression: {render_tree(node)}",
              f"result: {out.dtype.name} {out.shape} on {out.device}"]
@@ -65,7 +66,7 @@ def explain(expr, out: Tensor | str | None = None, source: bool = True, detail: 
     del first
     lines.append(f"plan: {len(steps)} step{'s' if len(steps) != 1 else ''}")
     lines.extend(step_lines(steps, source, detail))
-    notes = [note for note in (recipes.replay_note(node, out.data, out.backend, steps), _direct_note(node, out))
+    notes = [note for note in (cache, recipes.replay_note(node, out.data, out.backend, steps), _direct_note(node, out))
              if note is not None]
     lines.extend(notes)
     explanation = Explanation("\n".join(lines))
@@ -92,3 +93,15 @@ def _direct_note(node, out):
         return ("dispatch: direct (the step above, launched without planning: its program found by the "
                 "expression's structure id, flat operands)")
     return f"dispatch: planned on every call ({why})"
+
+
+def _cache_note(node, out):
+    """Whether an assignment of the heavy `node` into `out` finds its plan kept (lazytensor.reuse.recipes)
+    and, where it misses, what part of its structure differs from the nearest kept plan; None for
+    what is not heavy (the direct note says how it dispatches)."""
+    if type(node) is not Expr or not node.heavy:
+        return None
+    if cheap_plan(node, out.data, out.backend) is not None:
+        return "plan cache: not needed (one step found by the expression's structure id, made without planning)"
+    sig = recipes.signature(node, out.data)
+    return recipes.cache_note(None if sig is None else sig[0])
