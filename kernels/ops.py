@@ -314,7 +314,7 @@ _COMPLEX_SNIPPETS = {
     "isfinite": ("(isfinite({0}.re) && isfinite({0}.im))", "(np.isfinite({0}.real) and np.isfinite({0}.imag))"),
     **{name: (f"lt_c{name}({{0}})", f"np.{name}({{0}})") for name in (
         "sqrt", "arcsin", "arccos", "arctan", "arcsinh", "arctanh")},
-    "log1p": ("lt_clog1p({0})", "lt_clog1p{N}({0})"),
+    "log1p": ("lt_clog1p_numpy({0})", "lt_clog1p{N}({0})"),
     "expm1": ("lt_cexpm1({0})", "lt_cexpm1_{N}({0})"),
     "exp2": ("lt_cexp2({0})", "lt_cexp2_{N}({0})"),
     # (numba's own special values of these differ from C99's on the axes: kernels/cpu/numba_complex.py)

@@ -93,6 +93,12 @@ template <typename T> __device__ lt_complex<T> lt_clog1p(lt_complex<T> z) {
     T re = (fabs(x) < (T)0.5 && fabs(y) < (T)0.5) ? (T)0.5 * log1p(x * (2 + x) + y * y) : log(hypot(1 + x, y));
     return lt_complex<T>(re, atan2(y, 1 + x));
 }
+/* The log1p op: NumPy's nc_log1p, log |1 + z| + i atan2(y, 1 + x), so that both devices give
+   NumPy's numbers (the accurate lt_clog1p above serves asinh and atanh). */
+template <typename T> __device__ lt_complex<T> lt_clog1p_numpy(lt_complex<T> z) {
+    T one = 1 + z.re;
+    return lt_complex<T>(log(hypot(one, z.im)), atan2(z.im, one));
+}
 template <typename T> __device__ lt_complex<T> lt_cexpm1(lt_complex<T> z) {
     T a = sin(z.im * (T)0.5);
     return lt_complex<T>(expm1(z.re) * cos(z.im) - 2 * a * a, exp(z.re) * sin(z.im));

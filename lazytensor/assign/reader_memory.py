@@ -15,7 +15,9 @@ drops them all (lt.release_graphs() calls it).
 from __future__ import annotations
 
 import sys
+import weakref
 
+from lazytensor.core.readers import record_of, register
 from lazytensor.core.memory import owner
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.reuse import replay
@@ -32,6 +34,36 @@ def _free(entry) -> bool:
     return sys.getrefcount(entry[0]) == 2 and sys.getrefcount(owner(entry[0])) == 2
 
 
+def _moved(entry) -> bool:
+    """Where the array is held only as the value of live expressions (a loss the caller keeps in a
+    list), gives those expressions a copy of it (same values: values stay values) and so frees the
+    array for this call, which then keeps its addresses (one small copy instead of a step whose
+    CUDA graph cannot replay). False, touching nothing, where anything else holds the array, a view
+    of it or the Tensor over it."""
+    if sys.getrefcount(entry[0]) != 3:          # the entry's, the argument's and one Tensor's `data`
+        return False
+    own = owner(entry[0])
+    if own is not entry[0] and sys.getrefcount(own) != 3:     # its array's, `own` and the argument
+        return False
+    record = record_of(own)
+    del own
+    if record is None:
+        return False
+    holders = [node for node in record.sweep() if node.result is not None and node.result.data is entry[0]]
+    if not holders:
+        return False
+    t = holders[0].result
+    # the Tensor's references: each holder's `result`, `t` and the argument
+    if any(n.result is not t for n in holders) or sys.getrefcount(t) != len(holders) + 2:
+        return False
+    copy = Tensor(t.data.copy(), t.device)
+    for node in holders:
+        node.result = copy
+        register(node, weakref.ref(node), copy)
+    del holders, t
+    return _free(entry)
+
+
 def memory_for(readers) -> list:
     """A Tensor per reader, of its shape, dtype and device: a kept array where nothing holds it."""
     out = []
@@ -43,7 +75,7 @@ def memory_for(readers) -> list:
         entry = _kept.pop(key, None)
         if entry is not None:
             _bytes[0] -= entry[0].nbytes
-            if not _free(entry):
+            if not (_free(entry) or _moved(entry)):
                 entry = None
         if entry is not None:
             t = Tensor(entry[0], node.device)

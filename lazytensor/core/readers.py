@@ -64,6 +64,12 @@ def memory_of(t) -> Memory:
     return m
 
 
+def record_of(own) -> Memory | None:
+    """The record of the allocation `own` (memory.owner of an array), if a Tensor made one."""
+    r = _records.get(id(own))
+    return None if r is None else r()
+
+
 def _sweep_records() -> None:
     for key in [k for k, r in _records.items() if r() is None]:
         del _records[key]

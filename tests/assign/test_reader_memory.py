@@ -59,3 +59,30 @@ def test_release_graphs_drops_the_kept_memory():
     assert reader_memory._kept
     lt.release_graphs()
     assert not reader_memory._kept
+
+
+def test_a_reader_held_only_as_a_value_moves_and_the_next_call_keeps_its_addresses():
+    """A loop that keeps each step's reader (a loss in a list) still gets the same memory every call:
+    the held expression's value moves to a copy of its own, and keeps its value."""
+    w, b = lt.asarray(np.arange(6, dtype=np.float32)), lt.zeros(6, np.float32)
+    kept, addresses = [], []
+    for k in range(4):
+        expected = w.numpy() * 2
+        reader = _step(w, b)
+        addresses.append(address(reader.result.data))
+        kept.append((reader, expected))
+        del reader
+        gc.collect()
+    assert len(set(addresses[1:])) == 1, addresses
+    for value, expected in kept:
+        np.testing.assert_array_equal(value.numpy(), expected)
+
+
+def test_a_reader_whose_value_is_read_elsewhere_does_not_move():
+    w, b = lt.asarray(np.arange(6, dtype=np.float32)), lt.zeros(6, np.float32)
+    first = _step(w, b)
+    held = first.result                  # the Tensor itself held: its memory must not be reused
+    at = address(held.data)
+    second = _step(w, b)
+    assert address(second.result.data) != at and first.result is held
+    np.testing.assert_array_equal(held.numpy(), np.arange(6, dtype=np.float32) * 2)

@@ -82,7 +82,9 @@ def test_casts_and_promotion_on_cuda(dtype):
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
         for dst in ("float16", "float32", "float64", "int32", "bool", "complex64", "complex128"):
             np.testing.assert_array_equal(np.asarray(x.astype(dst)), a.astype(dst))
-    np.testing.assert_array_equal(np.asarray(lt.angle(x)), np.angle(a).astype(np.angle(a).dtype))
+    # atan2 on the device is within 1 ulp of the host's (not always its bits)
+    want = np.angle(a)
+    np.testing.assert_allclose(np.asarray(lt.angle(x)), want, rtol=2 * np.finfo(want.dtype).eps, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [C64, C128], ids=str)
@@ -91,7 +93,7 @@ def test_casts_and_promotion_on_cuda(dtype):
 def test_reductions_on_cuda(dtype, kind, axis):
     a = _values(dtype).reshape(64, 64)
     if kind == "prod":
-        a = (a / np.abs(a)).astype(dtype)
+        a = np.where(a == 0, 1, a / np.abs(a)).astype(dtype)     # on the unit circle: no overflow
     got = np.asarray(getattr(lt, kind)(lt.asarray(a, device="cuda") * 1j, axis=axis))
     want = getattr(np, kind)((a * 1j).astype(C128), axis=axis)
     assert got.dtype == dtype
