@@ -46,8 +46,12 @@ def restore_errors(token) -> None:
 def _block_function(program, n: int, operands, scalar_values):
     """(function(out, *operands, *scalar values) computing one block of n elements, bytes of its
     buffers): the plan of a block traced on `operands` (views of n elements), as source code."""
+    # Traced on one element of each operand: a value's dtype does not depend on the count, and a
+    # flat value of one element is one of n here (a whole block's trace cost a second call at 2^16
+    # elements 0.8-1.6 ms, against NumPy's 0.3 ms for the expression).
     trace = []
-    evaluate_block(program, operands, None, scalar_values, trace)
+    evaluate_block(program, [a[:1] for a in operands], None, scalar_values, trace)
+    trace = [((n,) if shape == (1,) else shape, natural) for shape, natural in trace]
     dies = _dies_after(program)
     stores = program.stores()
     direct_ok = np.dtype(stores[0][1]) == np.dtype(program.out_dtype)
