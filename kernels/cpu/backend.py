@@ -226,8 +226,15 @@ class CpuBackend(Backend):
                     entry[0](out, *inputs, *scalars)    # the serial kernel, without numba's dispatcher
                     return
             kernel = flat[1].get(key)
-            if kernel is None and self._run_flat_interpreted(program, out, inputs, scalars):
-                return
+            if kernel is None:
+                # _run_flat_interpreted's common case inline: a runner, its compile under way,
+                # the tier's settings unchanged, nobody profiling.
+                runner = flat[3].get((program, out.shape))
+                if runner is not None and runner[1][0] and not launch_log.listeners and runner[2] == tier_marks():
+                    if runner[0].run(out, inputs, scalars):
+                        return
+                elif self._run_flat_interpreted(program, out, inputs, scalars):
+                    return
         if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):
             module = kernel.module
             fn = module.kernel_seq if small else module.kernel_par

@@ -86,7 +86,8 @@ def flat_operands(node, dest):
     data = dest.data
     arrays = []
     for t in leaves:
-        if t.shape != shape:
+        t_shape = t.shape
+        if t_shape is not shape and t_shape != shape:
             return "a tensor is broadcast"
         t_own, contiguous = t.flat or flat_of(t)
         if not contiguous:
@@ -95,6 +96,7 @@ def flat_operands(node, dest):
         if t_own == own and a is not data:
             return "a tensor shares memory with the destination"
         arrays.append(a)
-    if len(leaves) > 1 and len(set(leaves)) != len(leaves):
+    n = len(leaves)
+    if n > 1 and (leaves[0] is leaves[1] if n == 2 else len(set(leaves)) != n):
         return "a tensor is read twice (the program is found by a walk of the DAG)"
     return arrays

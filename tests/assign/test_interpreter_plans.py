@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import lazytensor as lt
-from lazytensor.kernels.cpu import interpret
+from lazytensor.kernels.cpu import interpret, interpret_plan
 from lazytensor.testing import dags
 from tests.support.tiers import interpreter_tier
 
@@ -46,3 +47,32 @@ def test_planned_calls_over_blocks_broadcasts_and_a_strided_destination():
             assert got.tobytes() == np.ascontiguousarray(want).tobytes()
             assert not y.numpy()[:, 1::2].any()
         assert interpret._plans._free          # (the later calls ran kept plans)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (1031,), (interpret.BLOCK + 37,), (300, 301)])
+def test_relu_steps_over_a_block_of_zeros_keep_the_kernels_relu(dtype, shape):
+    """A relu step's maximum reads a block of zeros (NumPy's loop over a broadcast scalar is not
+    vectorized): -0.0 and negatives give +0.0, NaNs keep their payloads bit for bit, in the kept
+    plans (a strided destination) and the flat runners alike."""
+    uint = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    nans = [0x7FA00001, 0xFFC12345, 0x7FC00000] if uint.itemsize == 4 else \
+        [0x7FF4000000000001, 0xFFF8000000000123, 0x7FF8000000000000]
+    x = np.resize(np.array(nans, uint).view(dtype), shape).copy()
+    flat = x.reshape(-1)
+    flat[1::4] = -0.0
+    flat[2::5] = -1.5
+    flat[3::7] = 2.5
+    z = np.zeros(shape, dtype)
+    s = x + z                                   # (NumPy's add, which quiets a signalling NaN)
+    want = np.where((s > 0) | (s != s), s, dtype(0)).view(uint)
+    assert isinstance(interpret_plan.relu_zero((5,), dtype), np.ndarray) == interpret_plan._RELU_BY_ZEROS[dtype]
+    with interpreter_tier():
+        a, b = lt.asarray(x), lt.asarray(z)
+        for _ in range(3):
+            y = lt.empty(shape, dtype)
+            y[...] = lt.relu(a + b)
+            assert np.array_equal(y.numpy().view(uint), want)
+            wide = lt.asarray(np.zeros(shape[:-1] + (2 * shape[-1],), dtype))
+            wide[..., ::2] = lt.relu(a + b)
+            assert np.array_equal(wide.numpy()[..., ::2].view(uint), want)
