@@ -37,6 +37,8 @@ def readers_of(dests, values, private=()) -> tuple:
             memories.append(m)
     if not memories:
         return [False] * len(values), []
+    for m in memories:
+        m.drop_stale_origins()
     # The values' DAG is counted first, while no other list holds its nodes, and walked once for
     # all the destinations (an optimizer step writes every parameter).
     return _readers(memories, values, private, _Dag(values))

@@ -4,6 +4,8 @@ Design: docs/design/autodiff.md, section "lazytensor/autodiff/reverse.py".
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from lazytensor.autodiff import templates
@@ -29,11 +31,36 @@ class Gradients(tuple):
              form, where stage 1 reads the forward's saved results, whether dgrad is planned) and
              each node the per-op rules took where a pattern says why it did not;
       from_template: True when the gradient DAG was rebuilt from the template of a structure seen
-             before (lazytensor.autodiff.templates), without running the rules."""
-    stops: tuple
+             before (lazytensor.autodiff.templates), without running the rules.
+    stops and paths hold their nodes weakly (None once nothing else holds one): the forward's nodes are not
+    kept by the Gradients (a caller holding them while the step writes the parameters would make
+    every such node a live reader of the parameters, computed into memory of its own)."""
     untouched: tuple
-    paths: tuple
     from_template = False
+
+    @property
+    def stops(self) -> tuple:
+        return _alive(self._stops)
+
+    @stops.setter
+    def stops(self, entries) -> None:
+        self._stops = _weakly(entries)
+
+    @property
+    def paths(self) -> tuple:
+        return _alive(self._paths)
+
+    @paths.setter
+    def paths(self, entries) -> None:
+        self._paths = _weakly(entries)
+
+
+def _weakly(entries) -> tuple:
+    return tuple((weakref.ref(node), *rest) for node, *rest in entries)
+
+
+def _alive(entries) -> tuple:
+    return tuple((ref(), *rest) for ref, *rest in entries)
 
 
 def grad(output, inputs, grad_output=None):

@@ -590,7 +590,7 @@ class Origin:
     """How an evaluated node was computed: its op's operands and whether it was heavy, with the
     write count of every tensor's memory below it at evaluation, so that a gradient taken through
     it later can tell that its operands still hold the values it was computed from."""
-    __slots__ = ("args", "heavy", "versions")
+    __slots__ = ("args", "heavy", "versions", "__weakref__")
 
     def __init__(self, node):
         self.args, self.heavy = node.args, node.heavy
@@ -605,6 +605,13 @@ class Origin:
             elif type(a) is Expr:
                 stack.extend(a.origin.args if a.result is not None and a.origin is not None else a.args)
         self.versions = [(t, memory_of(t).version) for t in tensors]
+        self.known()
+
+    def known(self) -> None:
+        """Tell the memories it records that it does (a write drops its operands once stale)."""
+        ref = _ref(self)
+        for t, _ in self.versions:
+            memory_of(t).keep_origin(ref)
 
     def stale(self):
         """A tensor written since the node was evaluated, or None."""

@@ -62,5 +62,6 @@ def origins_of(nodes) -> list:
         o.args, o.heavy = node.args, node.heavy
         mask = masks[id(node)]
         o.versions = [v for k, v in enumerate(versions) if mask >> k & 1]
+        o.known()
         origins.append(o)
     return origins

@@ -17,11 +17,36 @@ from lazytensor.core.memory import owner
 class Memory(list):
     """The readers of one allocation: weak references to the nodes that read it directly (the
     list itself, so that registering is one append)."""
-    __slots__ = ("limit", "version", "__weakref__")
+    __slots__ = ("limit", "version", "origins", "origins_limit", "__weakref__")
 
     def __init__(self):             # (an empty list already: list.__init__ has nothing to do)
         self.limit = 16             # sweep out dead references when the list grows past this
         self.version = 0            # writes through lazytensor so far (an evaluated node's origin checks it)
+        self.origins = []           # weak references to the Origins that record this memory's version
+        self.origins_limit = 16
+
+    def keep_origin(self, ref) -> None:
+        """An Origin (by weak reference) recorded this memory's version."""
+        origins = self.origins
+        origins.append(ref)
+        if len(origins) > self.origins_limit:
+            origins[:] = [r for r in origins if r() is not None]
+            self.origins_limit = 2 * len(origins) + 16
+
+    def drop_stale_origins(self) -> None:
+        """Let the Origins that a write since made stale drop their operands: a gradient through
+        them is refused anyway (Origin.stale), and the expressions they held (a kept loss's whole
+        forward) would otherwise stay live readers of this memory, computed before each write."""
+        kept = []
+        for r in self.origins:
+            origin = r()
+            if origin is None:
+                continue
+            if origin.stale() is not None:
+                origin.args = ()
+            else:
+                kept.append(r)
+        self.origins[:] = kept
 
     def sweep(self) -> list:
         """The live readers (the list keeps only their references)."""

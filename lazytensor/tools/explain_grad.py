@@ -26,9 +26,9 @@ def explain_grad(output, inputs, grad_output=None, source: bool = False, detail:
             lines.append(f"not differentiated: {names[id(t)]} {t.dtype.name} {t.shape}: not an input, "
                          f"so nothing is built or planned for its gradient")
     for node, i, why in gradients.stops:
-        lines.append(f"no gradient: argument {i} of {render_tree(node)}: {why}")
+        lines.append(f"no gradient: argument {i} of {_rendered(node)}: {why}")
     for node, what in gradients.paths:      # backward patterns taken, and why one was not
-        lines.append(f"backward of {render_tree(node)}: {what}")
+        lines.append(f"backward of {_rendered(node)}: {what}")
     steps = []
     for k, g in enumerate(gradients):
         e = explain(g, source=source, detail=detail)
@@ -38,6 +38,10 @@ def explain_grad(output, inputs, grad_output=None, source: bool = False, detail:
     explanation = Explanation("\n".join(lines))
     explanation.steps = steps
     return explanation
+
+
+def _rendered(node) -> str:
+    return "an expression nothing holds any more" if node is None else render_tree(node)
 
 
 def _tensor_names(root) -> dict:

@@ -19,7 +19,7 @@ def _step(w, b):
 
 
 def test_a_dropped_readers_memory_comes_back_to_the_next_call():
-    w, b = lt.asarray(np.arange(6, dtype=np.float32)), lt.zeros(6, np.float32)
+    w, b = lt.asarray(np.arange(6, dtype=np.float32), device="cpu"), lt.zeros(6, np.float32, "cpu")
     first = _step(w, b)
     at = address(first.result.data)
     del first
@@ -37,7 +37,7 @@ def test_a_dropped_readers_memory_comes_back_to_the_next_call():
 def test_a_held_readers_value_is_never_overwritten(holds, size):
     """Over a sequence of steps, each reader dropped, held, or seen through a NumPy view of its
     memory: every one still held keeps the value it had when its step ran."""
-    w, b = lt.asarray(np.linspace(-1, 1, size).astype(np.float32)), lt.zeros(size, np.float32)
+    w, b = lt.asarray(np.linspace(-1, 1, size).astype(np.float32), device="cpu"), lt.zeros(size, np.float32, "cpu")
     kept = []
     for hold in holds:
         expected = w.numpy() * 2
@@ -54,7 +54,7 @@ def test_a_held_readers_value_is_never_overwritten(holds, size):
 
 def test_release_graphs_drops_the_kept_memory():
     from lazytensor.assign import reader_memory
-    w, b = lt.asarray(np.ones(4, np.float32)), lt.zeros(4, np.float32)
+    w, b = lt.asarray(np.ones(4, np.float32), device="cpu"), lt.zeros(4, np.float32, "cpu")
     _step(w, b)
     assert reader_memory._kept
     lt.release_graphs()
@@ -64,7 +64,7 @@ def test_release_graphs_drops_the_kept_memory():
 def test_a_reader_held_only_as_a_value_moves_and_the_next_call_keeps_its_addresses():
     """A loop that keeps each step's reader (a loss in a list) still gets the same memory every call:
     the held expression's value moves to a copy of its own, and keeps its value."""
-    w, b = lt.asarray(np.arange(6, dtype=np.float32)), lt.zeros(6, np.float32)
+    w, b = lt.asarray(np.arange(6, dtype=np.float32), device="cpu"), lt.zeros(6, np.float32, "cpu")
     kept, addresses = [], []
     for k in range(4):
         expected = w.numpy() * 2
@@ -79,7 +79,7 @@ def test_a_reader_held_only_as_a_value_moves_and_the_next_call_keeps_its_address
 
 
 def test_a_reader_whose_value_is_read_elsewhere_does_not_move():
-    w, b = lt.asarray(np.arange(6, dtype=np.float32)), lt.zeros(6, np.float32)
+    w, b = lt.asarray(np.arange(6, dtype=np.float32), device="cpu"), lt.zeros(6, np.float32, "cpu")
     first = _step(w, b)
     held = first.result                  # the Tensor itself held: its memory must not be reused
     at = address(held.data)
