@@ -10,8 +10,8 @@ import numpy as np
 from lazytensor.kernels import launch_log
 
 def run_linalg(backend, fn: str, params: tuple, inputs: list, outs: list) -> None:
-    """outs[k][...] = the k-th result of `fn` over `inputs` (arrays of `backend`, one dtype, float32 or
-    float64, checked by the caller); raises numpy.linalg.LinAlgError as NumPy does (a singular
+    """outs[k][...] = the k-th result of `fn` over `inputs` (arrays of `backend`, one dtype, float32,
+    float64, complex64 or complex128, checked by the caller); raises numpy.linalg.LinAlgError as NumPy does (a singular
     matrix for inv and solve, one not positive definite for cholesky, no convergence)."""
     host = backend.host_memory
     if host:
@@ -81,7 +81,7 @@ def _call(xp, fn, params, inputs) -> tuple:
 def _hermitian_svd(xp, a) -> tuple:
     """np.linalg.svd(a, hermitian=True), NumPy's algorithm in xp (CuPy's svd has no hermitian=):
     the eigendecomposition, singular values the eigenvalues' magnitudes, largest first, and their
-    signs moved into Vh."""
+    signs moved into Vh (the conjugate transpose of U, signed)."""
     s, u = xp.linalg.eigh(a)
     sgn = xp.sign(s)
     s = xp.abs(s)
@@ -89,4 +89,4 @@ def _hermitian_svd(xp, a) -> tuple:
     sgn = xp.take_along_axis(sgn, order, axis=-1)
     s = xp.take_along_axis(s, order, axis=-1)
     u = xp.take_along_axis(u, order[..., None, :], axis=-1)
-    return u, s, xp.swapaxes(u * sgn[..., None, :], -1, -2)
+    return u, s, xp.conj(xp.swapaxes(u * sgn[..., None, :], -1, -2))

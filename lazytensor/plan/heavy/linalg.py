@@ -60,8 +60,10 @@ def build_linalg(node, backend, cut, out):
         return [], done[spec.index]
     steps: list = []
     inputs = [materialized(cut(a), backend, steps, cut) for a in node.args]
-    results = [out if k == spec.index and out is not None else backend.empty(shape, node.dtype)
-               for k, shape in enumerate(spec.shapes)]
+    # Each result of its own dtype: a complex call's eigenvalues and singular values are real.
+    dtypes = spec.dtypes or (node.dtype,) * len(spec.shapes)
+    results = [out if k == spec.index and out is not None else backend.empty(shape, dtype)
+               for k, (shape, dtype) in enumerate(zip(spec.shapes, dtypes))]
     steps.append(LinalgStep(backend, spec.fn, spec.params, [t.data for t in inputs], results))
     tensors = [Tensor(r, node.device) for r in results]
     if side is not None:
