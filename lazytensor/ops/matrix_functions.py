@@ -128,7 +128,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
             rtol = max(A.shape[-2:]) * np.finfo(S.dtype).eps
         else:
             rtol = _column(rtol, A)
-        tol = reduce("max", S, axis=-1, keepdims=True) * rtol
+        tol = _max0(S, -1, keepdims=True) * rtol      # NumPy's initial=0: rank 0 of an empty matrix
     else:
         tol = _column(tol, A)
     return reduce("sum", S > tol, axis=-1, dtype=np.int64)
