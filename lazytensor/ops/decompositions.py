@@ -31,6 +31,11 @@ class LinalgSpec(NamedTuple):
     dtypes: tuple = ()
 
 
+class EigResult(NamedTuple):
+    eigenvalues: Expr
+    eigenvectors: Expr
+
+
 class EighResult(NamedTuple):
     eigenvalues: Expr
     eigenvectors: Expr
@@ -156,6 +161,27 @@ def eigvalsh(a, UPLO="L"):
     """np.linalg.eigvalsh: eigh's eigenvalues alone."""
     a = stacked(a, "eigvalsh")
     return _unary("eigvalsh", a, (_uplo(UPLO),), (a.shape[:-1],), real=(0,))[0]
+
+
+def eig(a):
+    """The standard's eig (2025.12): eigenvalues and right eigenvectors (columns) of a general square
+    matrix, NumPy's values, always complex (complex64 of float32 and complex64): np.linalg.eig's
+    dtype depends on the values (real when every eigenvalue is), which a lazy result cannot."""
+    a = stacked(a, "eig")
+    return EigResult(*_complex("eig", a, (a.shape[:-1], a.shape)))
+
+
+def eigvals(a):
+    """The standard's eigvals (2025.12): eig's eigenvalues alone, complex."""
+    a = stacked(a, "eigvals")
+    return _complex("eigvals", a, (a.shape[:-1],))[0]
+
+
+def _complex(fn, x, shapes):
+    dtype = compute_dtype(x.dtype)
+    out = np.dtype(np.complex64 if dtype in (np.float32, np.complex64) else np.complex128)
+    # The call computes in the operand's dtype; its results (real ones too) are written into complex arrays.
+    return _nodes(fn, (), (astype(x, dtype),), shapes, out)
 
 
 def qr(a, mode="reduced"):

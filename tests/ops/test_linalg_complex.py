@@ -228,3 +228,21 @@ def test_the_rank_of_empty_matrices_is_zero_as_numpys(dtype):
     for shape in [(0, 0), (2, 0), (0, 3), (2, 0, 0)]:
         a = np.zeros(shape, dtype)
         check(lt.linalg.matrix_rank(lt.asarray(a)), np.linalg.matrix_rank(a))
+
+
+@SETTINGS
+@given(shape=stacks, dtype=st.sampled_from([np.float32, np.float64, np.complex64, np.complex128]),
+       seed=st.integers(0, 2**16))
+def test_eig_and_eigvals_are_numpys_always_complex(shape, dtype, seed, tier):
+    """The standard's eig: NumPy's values, of the complex dtype of the operand's precision even where
+    NumPy's are real (a symmetric matrix's)."""
+    batch, n, _ = shape
+    a = matrices(batch + (n, n), np.complex128, seed)
+    a = a.astype(dtype) if np.dtype(dtype).kind == "c" else a.real.astype(dtype)
+    if seed % 3 == 0:
+        a = a + np.swapaxes(a, -1, -2).conj()        # real eigenvalues: NumPy's are real for a real a
+    cplx = np.complex64 if dtype in (np.float32, np.complex64) else np.complex128
+    w, v = np.linalg.eig(a)
+    check(tuple(xp.linalg.eig(xp.asarray(a))), (w.astype(cplx), v.astype(cplx)))
+    check(xp.linalg.eigvals(xp.asarray(a)), np.linalg.eigvals(a).astype(cplx))
+    assert xp.linalg.eig(xp.asarray(a))._fields == ("eigenvalues", "eigenvectors")

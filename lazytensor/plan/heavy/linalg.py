@@ -45,7 +45,7 @@ class LinalgStep(Step):
 
 _PARAM_NAMES = {"cholesky": ("upper",), "inv": (), "solve": ("vector",), "det": (), "slogdet": (),
                 "eigh": ("UPLO",), "eigvalsh": ("UPLO",), "qr": ("mode",), "svd": ("full_matrices", "hermitian"),
-                "svdvals": ("hermitian",)}
+                "svdvals": ("hermitian",), "eig": (), "eigvals": ()}
 
 
 def build_linalg(node, backend, cut, out):
