@@ -246,3 +246,20 @@ def test_eig_and_eigvals_are_numpys_always_complex(shape, dtype, seed, tier):
     check(tuple(xp.linalg.eig(xp.asarray(a))), (w.astype(cplx), v.astype(cplx)))
     check(xp.linalg.eigvals(xp.asarray(a)), np.linalg.eigvals(a).astype(cplx))
     assert xp.linalg.eig(xp.asarray(a))._fields == ("eigenvalues", "eigenvectors")
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_results_of_one_call_read_together_keep_their_dtypes(dtype, tier):
+    """One call writes every result (real eigenvalues and complex eigenvectors) into arrays of each
+    one's dtype, whichever result the plan stands for."""
+    a = matrices((2, 4, 4), dtype, 5, "hermitian")
+    x = lt.asarray(a)
+    w, v = lt.linalg.eigh(x)
+    nw, nv = np.linalg.eigh(a)
+    check(lt.evaluate(w, v), (nw, nv))
+    check(w[..., None, :] * v, nw[..., None, :] * nv)
+    check((v * w[..., None, :]) @ lt.conj(lt.swapaxes(v, -1, -2)), (nv * nw[..., None, :]) @ np.conj(np.swapaxes(nv, -1, -2)))
+    u, s, vh = lt.linalg.svd(x)
+    check(lt.evaluate(s, u, vh), tuple(np.linalg.svd(a))[1:2] + (np.linalg.svd(a).U, np.linalg.svd(a).Vh))
+    sign, logabsdet = lt.linalg.slogdet(x)
+    check(sign * lt.exp(logabsdet), np.linalg.det(a))
