@@ -10,8 +10,8 @@ import numpy as np
 from lazytensor.kernels import launch_log
 
 def run_linalg(backend, fn: str, params: tuple, inputs: list, outs: list) -> None:
-    """outs[k][...] = the k-th result of `fn` over `inputs` (arrays of `backend`, one dtype, float32 or
-    float64, checked by the caller); raises numpy.linalg.LinAlgError as NumPy does (a singular
+    """outs[k][...] = the k-th result of `fn` over `inputs` (arrays of `backend`, one dtype, float32,
+    float64, complex64 or complex128, checked by the caller); raises numpy.linalg.LinAlgError as NumPy does (a singular
     matrix for inv and solve, one not positive definite for cholesky, no convergence)."""
     host = backend.host_memory
     if host:
@@ -59,6 +59,8 @@ def _call(xp, fn, params, inputs) -> tuple:
         return tuple(la.slogdet(a))
     if fn == "eigh":
         return tuple(la.eigh(a, UPLO=params[0]))
+    if fn in ("eig", "eigvals"):
+        return _eig(xp, fn, a)
     if fn == "eigvalsh":
         return (la.eigvalsh(a, UPLO=params[0]),)
     if fn == "qr":
@@ -81,7 +83,7 @@ def _call(xp, fn, params, inputs) -> tuple:
 def _hermitian_svd(xp, a) -> tuple:
     """np.linalg.svd(a, hermitian=True), NumPy's algorithm in xp (CuPy's svd has no hermitian=):
     the eigendecomposition, singular values the eigenvalues' magnitudes, largest first, and their
-    signs moved into Vh."""
+    signs moved into Vh (the conjugate transpose of U, signed)."""
     s, u = xp.linalg.eigh(a)
     sgn = xp.sign(s)
     s = xp.abs(s)
@@ -89,4 +91,15 @@ def _hermitian_svd(xp, a) -> tuple:
     sgn = xp.take_along_axis(sgn, order, axis=-1)
     s = xp.take_along_axis(s, order, axis=-1)
     u = xp.take_along_axis(u, order[..., None, :], axis=-1)
-    return u, s, xp.swapaxes(u * sgn[..., None, :], -1, -2)
+    return u, s, xp.conj(xp.swapaxes(u * sgn[..., None, :], -1, -2))
+
+
+def _eig(xp, fn, a) -> tuple:
+    """eig's (eigenvalues, eigenvectors) or eigvals' eigenvalues of general square matrices (real
+    ones too when every eigenvalue is: the caller's complex results take them). A CuPy without
+    eig (before cuSOLVER's Xgeev) computes on the host and copies the results over."""
+    if xp is not np and not hasattr(xp.linalg, fn):
+        return tuple(xp.asarray(r) for r in _eig(np, fn, xp.asnumpy(a)))
+    if fn == "eigvals":
+        return (xp.linalg.eigvals(a),)
+    return tuple(xp.linalg.eig(a))

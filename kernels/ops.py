@@ -315,6 +315,8 @@ _COMPLEX_SNIPPETS = {
     **{name: (f"lt_c{name}({{0}})", f"np.{name}({{0}})") for name in (
         "sqrt", "arcsin", "arccos", "arctan", "arcsinh", "arctanh")},
     "log1p": ("lt_clog1p_numpy({0})", "lt_clog1p{N}({0})"),
+    # np.rint (np.round) of a complex value rounds each part (half to even), as the Array API's round.
+    "rint": ("lt_crint({0})", "{T}(complex(np.rint({0}.real), np.rint({0}.imag)))"),
     "expm1": ("lt_cexpm1({0})", "lt_cexpm1_{N}({0})"),
     "exp2": ("lt_cexp2({0})", "lt_cexp2_{N}({0})"),
     # (numba's own special values of these differ from C99's on the axes: kernels/cpu/numba_complex.py)

@@ -123,6 +123,11 @@ def build_plan(program, traced, dies, direct_ok: bool, generic) -> Plan:
     steps, nbytes, pool = [], 0, {}
     last = len(program.instrs) - 1
     direct = False
+    # The buffers each value may read: its own, and for a "value" step its arguments' (np.real and
+    # np.imag of a complex block are views of it). A buffer serves a later value only once no live
+    # value reads it.
+    holds: list = []
+    readers: dict = {}
     for i, (op, dtype, *args) in enumerate(program.instrs):
         dtype = np.dtype(dtype)
         shape, natural = traced[i]
@@ -146,10 +151,20 @@ def build_plan(program, traced, dies, direct_ok: bool, generic) -> Plan:
             steps.append((kind, relu_zero(shape, dtype) if kind == "relu" else fn, tuple(args), buf))
         else:
             steps.append(("value", generic, (), None))
+        own = steps[i][3]
+        if steps[i][0] == "value":
+            held = {id(b): b for a in args if isinstance(a, int) and a < i for b in holds[a]}
+        else:
+            held = {id(own): own} if own is not None else {}
+        holds.append(list(held.values()))
+        for b in holds[i]:
+            readers[id(b)] = readers.get(id(b), 0) + 1
         for vid in dies[i]:
-            buf = steps[vid][3]
-            if buf is not None:
-                pool.setdefault((buf.shape, buf.dtype), []).append(buf)
+            for buf in holds[vid]:
+                readers[id(buf)] -= 1
+                if not readers[id(buf)]:
+                    pool.setdefault((buf.shape, buf.dtype), []).append(buf)
+            holds[vid] = []
     return Plan(steps, nbytes, direct)
 
 

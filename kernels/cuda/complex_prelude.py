@@ -36,6 +36,7 @@ template <typename C, typename S> __device__ __forceinline__ C lt_to_complex(lt_
 
 template <typename T> __device__ __forceinline__ lt_complex<T> lt_conj(lt_complex<T> z) { return lt_complex<T>(z.re, -z.im); }
 template <typename T> __device__ __forceinline__ T lt_cabs(lt_complex<T> z) { return hypot(z.re, z.im); }
+template <typename T> __device__ __forceinline__ lt_complex<T> lt_crint(lt_complex<T> z) { return lt_complex<T>(rint(z.re), rint(z.im)); }
 
 /* NumPy's division (Smith's algorithm; a zero divisor gives inf or NaN parts). */
 template <typename T> __device__ lt_complex<T> lt_cdiv(lt_complex<T> a, lt_complex<T> b) {

@@ -1,16 +1,17 @@
 """The Array API's linalg extension (`xp.linalg`), the standard's signatures over lazytensor's
-lt.linalg: positional-only arrays, keyword-only options, named tuples for eigh, qr, slogdet and
-svd, and the standard's default tolerances for matrix_rank and pinv (max(M, N) * eps).
+lt.linalg: positional-only arrays, keyword-only options, named tuples for eig, eigh, qr, slogdet and
+svd, the 2025.12 standard's eig and eigvals (always complex), and the standard's default tolerances
+for matrix_rank and pinv (max(M, N) * eps).
 
 Design: docs/design/linalg.md, section "lazytensor/array_api/linalg.py".
 """
 from __future__ import annotations
 
-from lazytensor.ops import linalg as _la
+from lazytensor.ops import decompositions as _decompositions, linalg as _la
 from lazytensor.ops.linalg import (cross, diagonal, matmul, matrix_norm, matrix_transpose, outer,  # noqa: F401
                                    svdvals, tensordot, trace, vecdot, vector_norm)
 
-__all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+__all__ = ["cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "matmul", "matrix_norm",
            "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
            "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]
 
@@ -21,6 +22,15 @@ def cholesky(x, /, *, upper=False):
 
 def det(x, /):
     return _la.det(x)
+
+
+def eig(x, /):
+    """Always complex, as the standard says (np.linalg.eig's dtype depends on the values)."""
+    return _decompositions.eig(x)
+
+
+def eigvals(x, /):
+    return _decompositions.eigvals(x)
 
 
 def eigh(x, /):

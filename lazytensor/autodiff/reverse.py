@@ -9,9 +9,10 @@ import weakref
 import numpy as np
 
 from lazytensor.autodiff import templates
+from lazytensor.autodiff.complex_rules import complex_gradients, involves_complex
 from lazytensor.autodiff.origin import as_computed
 from lazytensor.autodiff.patterns import declined, matching_pattern
-from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT
+from lazytensor.autodiff.rules import GRADIENTS, PIECEWISE_CONSTANT, differentiable
 from lazytensor.autodiff.rules_views import sum_to, view_gradient
 from lazytensor.core.expr import Const, Expr, astype
 from lazytensor.core.operand import Operand
@@ -131,13 +132,14 @@ def _grad(output, inputs, grad_output):
         if why is not None:
             paths.append((node, why))
         rule = GRADIENTS.get(node.op)
-        if rule is None:
+        ds = complex_gradients(node, g, rule) if involves_complex(node) else rule(node, g) if rule else None
+        if ds is None:
             raise NotImplementedError(f"lt.grad: no gradient rule for the op {node.op!r}, which lies between the "
                                       f"output and an input")
-        for i, (arg, d) in enumerate(zip(node.args, rule(node, g))):
+        for i, (arg, d) in enumerate(zip(node.args, ds)):
             if isinstance(arg, Const) or not reaches[id(arg)]:
                 continue
-            if d is None or not is_float(arg.dtype):
+            if d is None or not differentiable(arg.dtype):
                 stops.append((node, i, _why_none(node, arg)))
                 continue
             pending.setdefault(id(arg), []).append(d)
@@ -159,9 +161,9 @@ def _check_inputs(inputs) -> tuple:
             what = "an expression" if isinstance(x, Operand) else f"a {type(x).__name__}"
             raise TypeError(f"lt.grad: inputs[{i}] is {what}, not a Tensor: gradients are taken with respect to "
                             f"tensors (lt.asarray(...), or lt.evaluate(expr) and build the output from it)")
-        if not is_float(x.dtype):
-            raise TypeError(f"lt.grad: inputs[{i}] is a {x.dtype.name} Tensor; only float tensors have gradients "
-                            f"(convert it with lt.asarray(x, dtype=np.float32) before building the output)")
+        if not differentiable(x.dtype):
+            raise TypeError(f"lt.grad: inputs[{i}] is a {x.dtype.name} Tensor; only float and complex tensors have "
+                            f"gradients (convert it with lt.asarray(x, dtype=np.float32) before building the output)")
     return inputs
 
 
@@ -169,6 +171,9 @@ def _check_output(output):
     if not isinstance(output, (Operand, np.ndarray)):
         raise TypeError(f"lt.grad: output must be a lazytensor expression or Tensor, not {type(output).__name__}")
     output = as_node(output)
+    if output.dtype.kind == "c":
+        raise TypeError(f"lt.grad: the output is {output.dtype.name}; a gradient needs a real loss (such as "
+                        f"lt.abs(z) ** 2 or lt.real(z) summed)")
     if not is_float(output.dtype):
         raise TypeError(f"lt.grad: the output is {output.dtype.name}; integer and bool values have no gradient: "
                         f"differentiate a float expression (before a comparison or a cast to an integer)")
@@ -251,7 +256,7 @@ def _zeros(x):
 
 
 def _why_none(node, arg) -> str:
-    if not is_float(arg.dtype):
+    if not differentiable(arg.dtype):
         made = "a tensor" if isinstance(arg, Tensor) else f"{arg.op}"
         return f"its argument {made} has {arg.dtype.name} values: integer and bool values have no gradient"
     if node.op in PIECEWISE_CONSTANT:

@@ -32,8 +32,13 @@ def value(arg):
     return arg.dtype.type(arg.value) if isinstance(arg, Const) else arg
 
 
+def differentiable(dtype) -> bool:
+    """Float and complex values carry gradients (complex ones PyTorch's: autodiff.complex_rules)."""
+    return is_float(dtype) or dtype.kind == "c"
+
+
 def _flows(arg) -> bool:
-    return not isinstance(arg, Const) and is_float(arg.dtype)
+    return not isinstance(arg, Const) and differentiable(arg.dtype)
 
 
 def wrt(arg, build):

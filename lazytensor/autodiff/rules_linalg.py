@@ -157,6 +157,10 @@ _RULES = {"inv": _inv, "solve": _solve, "det": _det, "slogdet": _slogdet, "eigva
 @gradient_rule("linalg")
 def linalg_gradient(node, g):
     spec = node.attrs
+    if any(a.dtype.kind == "c" for a in node.args):
+        # The rules below are the real ones (transposes, not conjugate transposes): a wrong gradient otherwise.
+        raise NotImplementedError(f"lt.grad: the linalg gradients are of real matrices; linalg.{spec.fn} has "
+                                  f"a {node.args[0].dtype} operand")
     rule = _RULES.get(spec.fn)
     if spec.fn == "eigh":
         rule = _eigenvalues if spec.index == 0 else _eigenvectors

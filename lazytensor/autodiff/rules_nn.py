@@ -3,12 +3,11 @@ ops of their own, lazytensor.ops.pooling). logsumexp, softmax, log_softmax and c
 rule: they are composed of elementwise ops and reductions, whose rules give their gradients."""
 from __future__ import annotations
 
-from lazytensor.autodiff.rules import gradient_rule
+from lazytensor.autodiff.rules import differentiable, gradient_rule
 from lazytensor.ops.matmul import matmul
 from lazytensor.ops.pooling import avg_pool2d, pool_backward
 from lazytensor.ops.reductions import reduce
 from lazytensor.ops.views import reshape, swapaxes
-from lazytensor.core.dtypes import is_float
 
 
 def sum_to_shape(e, shape: tuple):
@@ -34,9 +33,9 @@ def matmul_gradient(node, grad):
     batch = tuple(node.shape[:len(node.shape) - (len(a.shape) > 1) - (len(b.shape) > 1)])
     g2 = reshape(grad, batch + (a2.shape[-2], b2.shape[-1]))
     da = db = None
-    if is_float(a.dtype):
+    if differentiable(a.dtype):
         da = reshape(sum_to_shape(matmul(g2, swapaxes(b2, -1, -2)), a2.shape), tuple(a.shape))
-    if is_float(b.dtype):
+    if differentiable(b.dtype):
         db = reshape(sum_to_shape(matmul(swapaxes(a2, -1, -2), g2), b2.shape), tuple(b.shape))
     return da, db
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import math
 
-from lazytensor.autodiff.rules import gradient_rule
+from lazytensor.autodiff.rules import differentiable, gradient_rule
 from lazytensor.ops.elementwise import isnan, where
 from lazytensor.ops.reductions import reduce
 from lazytensor.ops.views import broadcast_to, reshape
-from lazytensor.core.dtypes import is_float
 
 
 @gradient_rule("reduce")
 def _reduce(node, g):
     spec = node.attrs
     (x,) = node.args
-    if not is_float(x.dtype):
+    if not differentiable(x.dtype):
         return (None,)
     axes = spec.axes
     kept = tuple(1 if i in axes else d for i, d in enumerate(spec.in_shape))

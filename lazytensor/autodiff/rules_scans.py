@@ -3,17 +3,16 @@ summed from each position to the end of the axis, a reversed cumsum (flip, cumsu
 are views, so it is one scan kernel). cumprod has no rule yet: lt.grad says so."""
 from __future__ import annotations
 
-from lazytensor.autodiff.rules import gradient_rule
+from lazytensor.autodiff.rules import differentiable, gradient_rule
 from lazytensor.ops.scans import cumsum
 from lazytensor.ops.views import getitem
-from lazytensor.core.dtypes import is_float
 
 
 @gradient_rule("scan")
 def _scan(node, g):
     spec = node.attrs
     (x,) = node.args
-    if not is_float(x.dtype) or not is_float(spec.out_dtype):
+    if not differentiable(x.dtype) or not differentiable(spec.out_dtype):
         return (None,)
     if spec.kind != "cumsum":
         raise NotImplementedError("lt.grad has no gradient rule for cumprod yet; write it with lt.exp(lt.cumsum(lt.log(x))) "

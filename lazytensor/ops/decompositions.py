@@ -1,8 +1,10 @@
 """The linalg functions that are library calls: cholesky, inv, solve, det, slogdet, eigh, eigvalsh,
 qr, svd and svdvals, NumPy's spellings, each a heavy node (op "linalg") over a stack of matrices.
 A function of several results returns one node per result, as NumPy's named tuple; a plan reading
-several of them runs the call once (lazytensor.plan.heavy.linalg). Dtypes are np.linalg's: float32
-and float64 stay, integers and bool compute in float64, float16 is refused.
+several of them runs the call once (lazytensor.plan.heavy.linalg). Dtypes are np.linalg's: float32,
+float64, complex64 and complex128 stay, integers and bool compute in float64, float16 is refused;
+the results that are real by definition (eigenvalues of a Hermitian matrix, singular values,
+slogdet's logabsdet) are of the real dtype of that precision.
 
 Design: docs/design/linalg.md, section "lazytensor/ops/decompositions.py".
 """
@@ -21,11 +23,17 @@ LinAlgError = np.linalg.LinAlgError
 
 class LinalgSpec(NamedTuple):
     """A linalg node's attributes: the function, its parameters, which of its results the node is,
-    and the shapes of all its results."""
+    and the shapes and dtypes of all its results."""
     fn: str
     params: tuple
     index: int
     shapes: tuple
+    dtypes: tuple = ()
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Expr
+    eigenvectors: Expr
 
 
 class EighResult(NamedTuple):
@@ -58,17 +66,26 @@ def operand(x):
 
 
 def compute_dtype(*dtypes) -> np.dtype:
-    """np.linalg's dtype for these operands (its _commonType, real dtypes): float32 only when every
-    operand is float32, float64 otherwise; float16 is refused as NumPy refuses it."""
-    out = np.dtype(np.float32)
+    """np.linalg's dtype for these operands (its _commonType): complex when any operand is complex,
+    single precision only when every operand is float32 or complex64, double otherwise; float16 is
+    refused as NumPy refuses it."""
+    single, cplx = True, False
     for d in dtypes:
         if d == np.float16:
             raise TypeError("array type float16 is unsupported in linalg")
-        if d.kind == "c":
-            raise TypeError(f"lazytensor's linalg takes real dtypes, not {d.name}")
-        if d != np.float32:
-            out = np.dtype(np.float64)
-    return out
+        if d.kind == "c" and d not in (np.complex64, np.complex128):
+            raise TypeError(f"array type {d.name} is unsupported in linalg")
+        cplx = cplx or d.kind == "c"
+        single = single and d in (np.float32, np.complex64)
+    if cplx:
+        return np.dtype(np.complex64 if single else np.complex128)
+    return np.dtype(np.float32 if single else np.float64)
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of dtype's precision (complex64 -> float32): that of eigenvalues of a Hermitian
+    matrix, singular values and logabsdet."""
+    return np.dtype(dtype).type(0).real.dtype
 
 
 def stacked(x, fn: str, square: bool = True):
@@ -81,21 +98,24 @@ def stacked(x, fn: str, square: bool = True):
     return x
 
 
-def _nodes(fn, params, args, shapes, dtype):
-    """One node per result of `fn` (args already of `dtype`)."""
+def _nodes(fn, params, args, shapes, dtype, real=()):
+    """One node per result of `fn` (args already of `dtype`); the results numbered in `real` are of
+    dtype's real dtype."""
     device = args[0].device
     for a in args[1:]:
         if a.device != device:
             raise ValueError(f"linalg.{fn}: operands on {device!r} and {a.device!r}: move one with "
                              f"lt.asarray(x, device={device!r})")
     shapes = tuple(tuple(s) for s in shapes)
-    return tuple(Expr("linalg", tuple(args), shape, dtype, device, heavy=True,
-                      attrs=LinalgSpec(fn, params, k, shapes)) for k, shape in enumerate(shapes))
+    dtypes = tuple(real_dtype(dtype) if k in real else dtype for k in range(len(shapes)))
+    return tuple(Expr("linalg", tuple(args), shape, dt, device, heavy=True,
+                      attrs=LinalgSpec(fn, params, k, shapes, dtypes))
+                 for k, (shape, dt) in enumerate(zip(shapes, dtypes)))
 
 
-def _unary(fn, x, params, shapes):
+def _unary(fn, x, params, shapes, real=()):
     dtype = compute_dtype(x.dtype)
-    return _nodes(fn, params, (astype(x, dtype),), shapes, dtype)
+    return _nodes(fn, params, (astype(x, dtype),), shapes, dtype, real)
 
 
 def cholesky(a, /, *, upper=False):
@@ -118,9 +138,10 @@ def det(a):
 
 
 def slogdet(a):
-    """np.linalg.slogdet: (sign, logabsdet) per matrix; sign 0 and logabsdet -inf where singular."""
+    """np.linalg.slogdet: (sign, logabsdet) per matrix; sign 0 and logabsdet -inf where singular. Of a
+    complex matrix the sign is complex (of magnitude 1) and logabsdet real."""
     a = stacked(a, "slogdet")
-    return SlogdetResult(*_unary("slogdet", a, (), (a.shape[:-2],) * 2))
+    return SlogdetResult(*_unary("slogdet", a, (), (a.shape[:-2],) * 2, real=(1,)))
 
 
 def _uplo(UPLO):
@@ -130,16 +151,37 @@ def _uplo(UPLO):
 
 
 def eigh(a, UPLO="L"):
-    """np.linalg.eigh: eigenvalues in ascending order and the eigenvectors as columns, of a symmetric
-    matrix given by its lower (UPLO="U": upper) triangle."""
+    """np.linalg.eigh: eigenvalues (real) in ascending order and the eigenvectors as columns, of a
+    symmetric (Hermitian) matrix given by its lower (UPLO="U": upper) triangle."""
     a = stacked(a, "eigh")
-    return EighResult(*_unary("eigh", a, (_uplo(UPLO),), (a.shape[:-1], a.shape)))
+    return EighResult(*_unary("eigh", a, (_uplo(UPLO),), (a.shape[:-1], a.shape), real=(0,)))
 
 
 def eigvalsh(a, UPLO="L"):
     """np.linalg.eigvalsh: eigh's eigenvalues alone."""
     a = stacked(a, "eigvalsh")
-    return _unary("eigvalsh", a, (_uplo(UPLO),), (a.shape[:-1],))[0]
+    return _unary("eigvalsh", a, (_uplo(UPLO),), (a.shape[:-1],), real=(0,))[0]
+
+
+def eig(a):
+    """The standard's eig (2025.12): eigenvalues and right eigenvectors (columns) of a general square
+    matrix, NumPy's values, always complex (complex64 of float32 and complex64): np.linalg.eig's
+    dtype depends on the values (real when every eigenvalue is), which a lazy result cannot."""
+    a = stacked(a, "eig")
+    return EigResult(*_complex("eig", a, (a.shape[:-1], a.shape)))
+
+
+def eigvals(a):
+    """The standard's eigvals (2025.12): eig's eigenvalues alone, complex."""
+    a = stacked(a, "eigvals")
+    return _complex("eigvals", a, (a.shape[:-1],))[0]
+
+
+def _complex(fn, x, shapes):
+    dtype = compute_dtype(x.dtype)
+    out = np.dtype(np.complex64 if dtype in (np.float32, np.complex64) else np.complex128)
+    # The call computes in the operand's dtype; its results (real ones too) are written into complex arrays.
+    return _nodes(fn, (), (astype(x, dtype),), shapes, out)
 
 
 def qr(a, mode="reduced"):
@@ -166,13 +208,13 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     k = min(m, n)
     shapes = (((*batch, m, m), (*batch, k), (*batch, n, n)) if full_matrices
               else ((*batch, m, k), (*batch, k), (*batch, k, n)))
-    return SVDResult(*_unary("svd", a, (bool(full_matrices), bool(hermitian)), shapes))
+    return SVDResult(*_unary("svd", a, (bool(full_matrices), bool(hermitian)), shapes, real=(1,)))
 
 
 def svdvals(x, /, *, hermitian=False):
     """np.linalg.svdvals: the singular values, in descending order."""
     x = stacked(x, "svdvals", square=bool(hermitian))
-    return _unary("svdvals", x, (bool(hermitian),), (x.shape[:-2] + (min(x.shape[-2:]),),))[0]
+    return _unary("svdvals", x, (bool(hermitian),), (x.shape[:-2] + (min(x.shape[-2:]),),), real=(0,))[0]
 
 
 def solve(a, b):

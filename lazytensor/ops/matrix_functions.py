@@ -14,8 +14,9 @@ import numpy as np
 from lazytensor.core import tensor as _tensor
 from lazytensor.core.expr import astype
 from lazytensor.core.operand import Operand
+from lazytensor.ops.complex_parts import conj, imag, real
 from lazytensor.ops.creation import eye
-from lazytensor.ops.decompositions import inv, operand, stacked, svd, svdvals
+from lazytensor.ops.decompositions import inv, operand, real_dtype, stacked, svd, svdvals
 from lazytensor.ops.elementwise import abs as _abs, sqrt, where
 from lazytensor.ops.joining import stack
 from lazytensor.ops.matmul import matmul
@@ -127,7 +128,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
             rtol = max(A.shape[-2:]) * np.finfo(S.dtype).eps
         else:
             rtol = _column(rtol, A)
-        tol = reduce("max", S, axis=-1, keepdims=True) * rtol
+        tol = _max0(S, -1, keepdims=True) * rtol      # NumPy's initial=0: rank 0 of an empty matrix
     else:
         tol = _column(tol, A)
     return reduce("sum", S > tol, axis=-1, dtype=np.int64)
@@ -138,7 +139,8 @@ _NO_VALUE = object()
 
 def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
     """np.linalg.pinv: the pseudo-inverse through the SVD, singular values at or below rcond (by
-    default 1e-15; rtol=None: max(M, N) * eps) times the largest one taken as zero."""
+    default 1e-15; rtol=None: max(M, N) * eps) times the largest one taken as zero. A complex matrix
+    is conjugated first, as NumPy does, so the result is the conjugate transpose's pseudo-inverse."""
     a = stacked(a, "pinv", square=False)
     if rcond is None:
         if rtol is _NO_VALUE:
@@ -152,6 +154,8 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
     m, n = a.shape[-2:]
     if m * n == 0:
         return _tensor.zeros(a.shape[:-2] + (n, m), a.dtype, a.device)
+    if a.dtype.kind == "c":
+        a = conj(a)
     u, s, vt = svd(a, full_matrices=False, hermitian=hermitian)
     cutoff = _column(rcond if isinstance(rcond, Operand) else np.asarray(rcond), a) * reduce(
         "max", s, axis=-1, keepdims=True)
@@ -163,9 +167,17 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
 # -- norms ------------------------------------------------------------------------------------------
 
 def _float(x):
-    """x as NumPy's norms take it: integers and bool as float64."""
+    """x as NumPy's norms take it: integers and bool as float64 (complex stays)."""
     x = operand(x)
-    return x if x.dtype.kind == "f" else astype(x, np.dtype(np.float64))
+    return x if x.dtype.kind in "fc" else astype(x, np.dtype(np.float64))
+
+
+def _squares(x):
+    """|x|^2 elementwise, NumPy's (x.conj() * x).real: re^2 + im^2 of a complex x, real."""
+    if x.dtype.kind != "c":
+        return x * x
+    re, im = real(x), imag(x)
+    return re * re + im * im
 
 
 def _max0(e, axis, keepdims=False):
@@ -185,15 +197,16 @@ def _vector_norm(x, axis, ord, keepdims):
     if ord == -np.inf:
         return reduce("min", _abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
-        return reduce("sum", astype(x != 0, x.dtype), axis=axis, keepdims=keepdims)
+        return reduce("sum", astype(x != 0, real_dtype(x.dtype)), axis=axis, keepdims=keepdims)
     if ord == 1:
         return reduce("sum", _abs(x), axis=axis, keepdims=keepdims)
     if ord is None or ord == 2:
-        return sqrt(reduce("sum", x * x, axis=axis, keepdims=keepdims))
+        return sqrt(reduce("sum", _squares(x), axis=axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
     # NumPy raises in place (absx **= ord): the power and its root in x's dtype.
-    total = reduce("sum", _abs(x) ** x.dtype.type(ord), axis=axis, keepdims=keepdims)
+    absx = _abs(x)
+    total = reduce("sum", absx ** absx.dtype.type(ord), axis=axis, keepdims=keepdims)
     return total ** np.reciprocal(total.dtype.type(ord))
 
 
@@ -213,7 +226,7 @@ def _matrix_norm(x, row, col, ord):
         summed = reduce("sum", _abs(x), axis=col)
         return _max0(summed, row) if ord == np.inf else reduce("min", summed, axis=row)
     if ord in (None, "fro", "f"):
-        return sqrt(reduce("sum", x * x, axis=(row, col)))
+        return sqrt(reduce("sum", _squares(x), axis=(row, col)))
     raise ValueError("Invalid norm order for matrices.")
 
 
@@ -223,7 +236,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     x = _float(x)
     nd = x.ndim
     if axis is None and (ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1)):
-        out = sqrt(reduce("sum", x * x))
+        out = sqrt(reduce("sum", _squares(x)))
         return reshape(out, (1,) * nd) if keepdims else out
     if axis is None:
         axis = tuple(range(nd))

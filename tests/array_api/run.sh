@@ -31,13 +31,15 @@ if [ ! -f "$suite/.ready-$TESTS_COMMIT-$SPEC_COMMIT" ]; then
     touch "$suite/.ready-$TESTS_COMMIT-$SPEC_COMMIT"
 fi
 
-# The modules the suite has, test_linalg.py with the `linalg` extension (lazytensor.array_api.linalg).
+# Every module the suite has: test_linalg.py and test_fft.py with the `linalg` and `fft` extensions
+# (lazytensor.array_api.linalg, lazytensor.array_api.fft), test_has_names.py and test_signatures.py
+# over every name of the standard, test_dlpack.py.
 modules=(
     test_operators_and_elementwise_functions.py test_special_cases.py test_creation_functions.py
     test_manipulation_functions.py test_searching_functions.py test_sorting_functions.py
     test_indexing_functions.py test_array_object.py test_statistical_functions.py test_set_functions.py
-    test_linalg.py test_data_type_functions.py test_utility_functions.py test_inspection_functions.py
-    test_constants.py
+    test_linalg.py test_fft.py test_data_type_functions.py test_utility_functions.py test_inspection_functions.py
+    test_constants.py test_has_names.py test_signatures.py test_dlpack.py
 )
 cd "$suite"
 export ARRAY_API_TESTS_MODULE=lazytensor.array_api

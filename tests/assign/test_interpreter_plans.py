@@ -76,3 +76,16 @@ def test_relu_steps_over_a_block_of_zeros_keep_the_kernels_relu(dtype, shape):
             wide = lt.asarray(np.zeros(shape[:-1] + (2 * shape[-1],), dtype))
             wide[..., ::2] = lt.relu(a + b)
             assert np.array_equal(wide.numpy()[..., ::2].view(uint), want)
+
+
+def test_a_view_of_a_kept_buffer_is_not_overwritten_by_a_later_value():
+    """np.real and np.imag of a complex block are views of its buffer: the buffer serves no later
+    value while the view is live (real(x * 1j) + real(x * 2) read 2x twice before)."""
+    z = np.array([0.3 - 0.7j, -1.25 + 2j, 4j])
+    x = lt.asarray(z)
+    with interpreter_tier():
+        interpret._plans = interpret.PlanCache()
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(lt.real(x * 1j) + lt.real(x * 2)), (z * 1j).real + (z * 2).real)
+            np.testing.assert_array_equal(np.asarray(lt.imag(x * 3) * lt.imag(x + 1j)), (z * 3).imag * (z + 1j).imag)
+        assert interpret._plans._free

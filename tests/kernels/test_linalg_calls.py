@@ -97,3 +97,46 @@ def test_run_linalg_off_the_host(monkeypatch, fn, params, shapes, want):
     for o, w in zip(outs, expected):
         np.testing.assert_allclose(o, w, rtol=1e-12, atol=1e-12)
     assert asked == ([] if any(a.size == 0 for a in inputs) else [{"linalg": "raise"}])
+
+
+def _hermitian(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])
+
+
+@pytest.mark.parametrize("fn,params,want", [
+    ("cholesky", (True,), lambda a: np.linalg.cholesky(a, upper=True)),
+    ("svd", (False, True), lambda a: tuple(np.linalg.svd(a, hermitian=True))),
+    ("svdvals", (True,), lambda a: np.linalg.svd(a, compute_uv=False, hermitian=True)),
+    ("eigh", ("U",), lambda a: tuple(np.linalg.eigh(a, "U"))),
+    ("slogdet", (), lambda a: tuple(np.linalg.slogdet(a))),
+    ("qr", ("complete",), lambda a: tuple(np.linalg.qr(a, "complete"))),
+])
+def test_the_other_module_path_gives_numpys_complex_results(fn, params, want):
+    """Complex Hermitian matrices (indefinite for the hermitian svd: signs moved into a conjugated Vh)."""
+    a = _hermitian((3, 4, 4)) - (4 * np.eye(4) if fn in ("svd", "svdvals") else 0)
+    if fn == "cholesky":       # the upper triangle read alone: the lower one is not the mirror
+        a = np.triu(a) + np.tril(np.ones((4, 4)) * (1 + 2j), -1)
+    got = _call(XP, fn, params, [a])
+    expected = want(a)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(got) == len(expected)
+    for g, w in zip(got, expected):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("has_eig", [True, False])
+@pytest.mark.parametrize("fn", ["eig", "eigvals"])
+def test_eig_through_the_other_module_with_or_without_its_eig(fn, has_eig):
+    """A CuPy without eig (before cuSOLVER's Xgeev) computes on the host: NumPy's results either way."""
+    xp = StandIn()
+    xp.asnumpy = np.asarray
+    if has_eig:
+        xp.linalg.eig, xp.linalg.eigvals = np.linalg.eig, np.linalg.eigvals
+    a = np.random.default_rng(4).standard_normal((2, 5, 5))
+    got = _call(xp, fn, (), [a])
+    expected = tuple(np.linalg.eig(a)) if fn == "eig" else (np.linalg.eigvals(a),)
+    assert len(got) == len(expected)
+    for g, w in zip(got, expected):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

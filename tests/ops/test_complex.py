@@ -28,7 +28,7 @@ TRANSCENDENTAL = ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "co
                   "log10", "exp2"]
 # numba's special values of these (an infinite or NaN part) are not C99's: finite operands only
 INVERSE = ["arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"]
-EXACT_UNARY = ["negative", "conjugate", "isnan", "isinf", "isfinite", "real", "imag", "logical_not"]
+EXACT_UNARY = ["negative", "conjugate", "isnan", "isinf", "isfinite", "real", "imag", "logical_not", "rint"]
 EXACT_BINARY = ["add", "subtract", "equal", "not_equal", "logical_and", "logical_or", "logical_xor"]
 ROUNDED = ["multiply", "true_divide", "square", "reciprocal", "absolute", "sign"]
 PROFILE = settings(max_examples=15, deadline=None,
@@ -284,3 +284,13 @@ def test_every_complex_op_has_snippets_for_both_languages():
     for op in COMPLEX_OPS:
         OPS[op].snippet("py", "c", 64)
         OPS[op].snippet("c", "c", 128)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=str)
+def test_round_rounds_each_part_as_numpy_and_the_standard(dtype):
+    import lazytensor.array_api as xp
+    a = np.array([0.5 + 2.5j, -1.5 - 0.5j, complex(np.nan, np.inf), complex(-0.0, -0.2), complex(-np.inf, 3.5)], dtype)
+    for got in (lt.round(lt.asarray(a)), xp.round(xp.asarray(a)), np.round(lt.asarray(a))):
+        _same_bits(np.asarray(got), np.round(a))
+    with pytest.raises(NotImplementedError, match="decimals=0"):
+        lt.round(lt.asarray(a), decimals=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lazytensor.core.tensor import Tensor
 from lazytensor.kernels.linalg import run_linalg
+from lazytensor.plan.elementwise import copy_step
 from lazytensor.plan.evaluated import materialized
 from lazytensor.plan.steps import Step
 
@@ -45,7 +46,7 @@ class LinalgStep(Step):
 
 _PARAM_NAMES = {"cholesky": ("upper",), "inv": (), "solve": ("vector",), "det": (), "slogdet": (),
                 "eigh": ("UPLO",), "eigvalsh": ("UPLO",), "qr": ("mode",), "svd": ("full_matrices", "hermitian"),
-                "svdvals": ("hermitian",)}
+                "svdvals": ("hermitian",), "eig": (), "eigvals": ()}
 
 
 def build_linalg(node, backend, cut, out):
@@ -57,11 +58,17 @@ def build_linalg(node, backend, cut, out):
     key = ("linalg", spec.fn, spec.params, tuple(id(a) for a in node.args))
     done = None if side is None else side.get(key)
     if done is not None:
-        return [], done[spec.index]
+        if out is None:
+            return [], done[spec.index]
+        # A root writer must fill the destination it was given (lt.evaluate(w, v): both are roots).
+        return [copy_step(backend, done[spec.index].data, out, f"linalg.{spec.fn}: result {spec.index} of the call above")], \
+            Tensor(out, node.device)
     steps: list = []
     inputs = [materialized(cut(a), backend, steps, cut) for a in node.args]
-    results = [out if k == spec.index and out is not None else backend.empty(shape, node.dtype)
-               for k, shape in enumerate(spec.shapes)]
+    # Each result of its own dtype: a complex call's eigenvalues and singular values are real.
+    dtypes = spec.dtypes or (node.dtype,) * len(spec.shapes)
+    results = [out if k == spec.index and out is not None else backend.empty(shape, dtype)
+               for k, (shape, dtype) in enumerate(zip(spec.shapes, dtypes))]
     steps.append(LinalgStep(backend, spec.fn, spec.params, [t.data for t in inputs], results))
     tensors = [Tensor(r, node.device) for r in results]
     if side is not None:

@@ -36,6 +36,24 @@ def test_several_results_of_one_call_run_it_once():
     np.testing.assert_allclose(np.asarray(a), s, rtol=1e-12, atol=1e-12)
 
 
+def test_results_of_one_call_as_the_roots_of_one_plan_each_fill_their_destination():
+    """lt.evaluate(w, v): both results are roots; the call runs once and the second is copied."""
+    s = spd()
+    x = lt.asarray(s)
+    nw, nv = np.linalg.eigh(s)
+    for order in ((0, 1), (1, 0)):
+        res = lt.linalg.eigh(x)
+        got, names = calls(lambda: lt.evaluate(*(res[k] for k in order)))
+        assert names == ["linalg.eigh"]
+        for k, g in zip(order, got):
+            np.testing.assert_array_equal(np.asarray(g), (nw, nv)[k])
+    u, sv, vh = lt.linalg.svd(x)
+    got, names = calls(lambda: lt.evaluate(vh, sv, u))
+    assert names == ["linalg.svd"]
+    for g, w in zip(got, np.linalg.svd(s)[::-1]):
+        np.testing.assert_array_equal(np.asarray(g), w)
+
+
 def test_explain_shows_one_linalg_step_between_fused_kernels():
     x = lt.asarray(spd())
     text = lt.explain(lt.exp(lt.linalg.inv(x * 2.0 + 1.0)) + 1.0)
