@@ -47,7 +47,8 @@ class SegmentBroadcast(Step):
             reps += [start - at, n]
             at = start + n
         reps.append(segments.length - at)
-        self.repeats = np.array(reps, np.int64)        # gap, segment, gap, segment, ..., gap
+        # gap, segment, gap, segment, ..., gap (a tuple: a step's array slots are the plan's memory)
+        self.repeats = tuple(reps)
 
     def run(self):
         started = time.perf_counter()
