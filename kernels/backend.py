@@ -25,6 +25,7 @@ class Backend:
     cublas = False
     cuda_kernels = False
     kernel_language = ""
+    segmented_sums = False      # run_segment_sums: per-segment sums of a flat array in one pass (ops.segments)
 
     bind_elementwise = None
     reduction_scratch = None

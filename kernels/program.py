@@ -150,3 +150,14 @@ class Reduction:
         for a in self.axes:
             n *= self.in_shape[a]
         return n
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Segments of a flat array of `length` elements: segment s is [starts[s], starts[s] + sizes[s]),
+    in order, not overlapping (the parameters of a region, lazytensor.nn.regions). A segmented sum
+    adds each segment's elements in the order a full sum over a 1-D array of that size takes, so
+    that a segment's sum has the per-tensor sum's bits (kernels/cpu/render_numba_segments.py)."""
+    starts: tuple
+    sizes: tuple
+    length: int

@@ -27,7 +27,7 @@ from lazytensor.kernels.cpu.interpret_reduce import run_reduction as interpret_r
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction, layout_of
 from lazytensor.kernels.cpu.render_numba import render_numba
 from lazytensor.kernels.cpu.render_numba_reduce import CHUNKS, render_numba_reduce, state_types, strategy
-from lazytensor.kernels.cpu import recorded_calls, stream_stores
+from lazytensor.kernels.cpu import recorded_calls, segment_sums, stream_stores
 from lazytensor.kernels.ops import BFLOAT16
 
 # OpenMP's default wait policy spins idle threads, and on a busy machine (a notebook, a test run,
@@ -99,6 +99,7 @@ def compact_broadcasts(out: np.ndarray, inputs, layout: Layout):
 class CpuBackend(Backend):
     name = "cpu"
     host_memory = True
+    segmented_sums = True
     kernel_language = "numba"
     # bind_elementwise None: no launch to bind ahead (FusedElementwise.run asks on every run);
     # reduction_scratch None: reductions take their partial results' memory on every call
@@ -456,6 +457,13 @@ class CpuBackend(Backend):
         if entry and not ready.flatten:
             return entry[0](*inputs, *scalars, *ready.tail)     # (ready.value's common case, inline)
         return ready.value(inputs, scalars, self.compiler)
+
+    # -- segmented sums (lazytensor.ops.segments) ---------------------------------------------
+    def run_segment_sums(self, program, segments, out, inputs, scalars, acc_dtype):
+        segment_sums.run_segment_sums(self, program, segments, out, inputs, scalars, acc_dtype, PARALLEL_MIN_ELEMENTS)
+
+    def explain_segment_sums(self, program, segments, out, inputs, acc_dtype) -> str:
+        return segment_sums.explain_segment_sums(self, program, segments, out, inputs, acc_dtype)
 
     def explain_reduction(self, program, spec, out, inputs) -> str:
         layout = layout_for_shape(spec.in_shape, inputs)

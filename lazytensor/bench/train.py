@@ -28,6 +28,11 @@ lt.config and torch.backends, printed with the table).
 
 LAZYTENSOR_BENCH_QUICK=1 (or --quick) runs each configuration for a few steps: a smoke test.
 LAZYTENSOR_BENCH_ONLY=ResNet-50 runs only the configurations whose label contains that text.
+LARS and LAMB rows (the configuration's label ends ", LARS" or ", LAMB"): the same step under
+lt.optim.LARS (momentum 0.9, weight decay 5e-4, trust coefficient 0.001) or lt.optim.LAMB (lr 1e-3,
+weight decay 0.01), against PyTorch peers running the same rules written in torch ops
+(lazytensor.bench.torch_layerwise), eager and, on CUDA, whole-step CUDA graph; on CUDA for the first
+configuration only. LAZYTENSOR_BENCH_OPTIMIZERS=SGD,LARS,LAMB (the default) chooses them.
 LAZYTENSOR_BENCH_REGIONS=0 updates lazytensor's parameters one by one instead of over regions
 (lazytensor.nn.regions); the row's note gives the steps per call and which.
 """
@@ -49,6 +54,9 @@ LAZYTENSOR = "lazytensor lt.train_step"
 FLOAT32_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 128), ("ResNet-50", "resnet50", 224, 64))
 AMP_DTYPES = ("float16", "bfloat16")      # --dtype: float16 (the default on CUDA) or bfloat16 autocast
 DTYPES = AMP_DTYPES + ("float32",)        # float32: no AMP
+OPTIMIZERS = ("SGD", "LARS", "LAMB")
+LAYERWISE = {"LARS": dict(lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, trust_coefficient=0.001),
+             "LAMB": dict(lr=1e-3, weight_decay=0.01)}
 
 
 @dataclass
@@ -96,9 +104,18 @@ def _amp(device: str, dtype) -> str | None:
     return dtype or "float16"
 
 
-def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
+def _optimizers() -> tuple:
+    names = tuple(n.strip() for n in os.environ.get("LAZYTENSOR_BENCH_OPTIMIZERS", ",".join(OPTIMIZERS)).split(",")
+                  if n.strip())
+    unknown = [n for n in names if n not in OPTIMIZERS]
+    if unknown:
+        raise ValueError(f"LAZYTENSOR_BENCH_OPTIMIZERS: {', '.join(unknown)}; the train suite runs {', '.join(OPTIMIZERS)}")
+    return names
+
+
+def lazytensor_row(config, name, px, batch, device, timer, amp=None, optimizer="SGD") -> Row:
     from lazytensor.kernels.backend import backend_for
-    from lazytensor.nn.optim import SGD
+    from lazytensor.nn import optim
     from lazytensor.nn.train_step import train_step
     from lazytensor.ops.softmax import cross_entropy
     from lazytensor.tools.peak_memory import PeakMemory
@@ -111,8 +128,12 @@ def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
     with PeakMemory(device) as peak:
         model = build_model(name, px, _num_classes(px), dtype=dtype, device=device)
         x, labels = SyntheticBatches(batch, px, _num_classes(px), device, count=1).batches[0]
-        optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY,
-                        regions=os.environ.get("LAZYTENSOR_BENCH_REGIONS", "1") != "0")
+        regions = os.environ.get("LAZYTENSOR_BENCH_REGIONS", "1") != "0"
+        if optimizer == "SGD":
+            optimizer = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY,
+                                  regions=regions)
+        else:
+            optimizer = getattr(optim, optimizer)(model.parameters(), regions=regions, **LAYERWISE[optimizer])
         step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(amp, amp))
         seconds = timer(lambda: step(x, labels))
         backend_for(device).synchronize()
@@ -122,15 +143,18 @@ def lazytensor_row(config, name, px, batch, device, timer, amp=None) -> Row:
                f"{len(step.last.plan.steps)} steps per call, {where}")
 
 
-def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:
-    """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA); eager alone on the CPU."""
+def torch_rows(torch, config, name, px, batch, device, timer, amp=None, optimizer="SGD") -> list:
+    """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA; LARS and LAMB: eager and CUDA
+    graph); eager alone on the CPU."""
     modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager",)
+    if optimizer != "SGD":
+        modes = modes[:2]
     amp = _amp(device, amp)
     label = ("float32 " if device == "cuda" else "") if amp is None else "AMP " if amp == "float16" else f"AMP {amp} "
     rows = []
     for mode in modes:
         try:
-            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer, amp)
+            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer, amp, optimizer)
             rows.append(Row(config, f"PyTorch {label}{mode}", batch / seconds, peak))
         except Exception as exc:     # a peer that fails is reported, not fatal to the run
             rows.append(Row(config, f"PyTorch {mode}", None, None, f"failed: {type(exc).__name__}: {exc}"[:200]))
@@ -140,7 +164,7 @@ def torch_rows(torch, config, name, px, batch, device, timer, amp=None) -> list:
     return rows
 
 
-def _torch_mode(torch, mode, name, px, batch, device, timer, amp="float16"):
+def _torch_mode(torch, mode, name, px, batch, device, timer, amp="float16", optimizer="SGD"):
     from lazytensor.bench.torch_models import build
     F = torch.nn.functional
     cuda = device == "cuda"
@@ -150,7 +174,11 @@ def _torch_mode(torch, mode, name, px, batch, device, timer, amp="float16"):
         torch.backends.cudnn.benchmark = not quick()
     torch.manual_seed(0)
     model = build(torch, name, px, _num_classes(px)).to(device).to(memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    if optimizer == "SGD":
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    else:
+        from lazytensor.bench.torch_layerwise import layerwise_optimizer
+        optimizer = layerwise_optimizer(torch, optimizer, model.parameters(), **LAYERWISE[optimizer])
     x = torch.randn(batch, 3, px, px, device=device).contiguous(memory_format=torch.channels_last)
     labels = torch.randint(0, _num_classes(px), (batch,), device=device)
 
@@ -220,19 +248,22 @@ def run_train_bench(print_fn=print, device: str = "cpu", dtype: str | None = Non
     rows = []
     configs = CPU_CONFIGS if device != "cuda" else FLOAT32_CONFIGS if dtype == "float32" else CUDA_CONFIGS
     only = os.environ.get("LAZYTENSOR_BENCH_ONLY", "")
-    for config, name, px, batch in configs:
-        label = f"{config} {px}x{px}, batch {batch}"
+    optimizers = _optimizers()
+    runs = [(c, opt) for c in configs for opt in optimizers
+            if opt == "SGD" or device != "cuda" or c is configs[0]]     # CUDA: LARS, LAMB on the first
+    for (config, name, px, batch), opt in runs:
+        label = f"{config} {px}x{px}, batch {batch}" + ("" if opt == "SGD" else f", {opt}")
         if only not in label:
             continue
         try:
-            rows.append(lazytensor_row(label, name, px, batch, device, timer, amp))
+            rows.append(lazytensor_row(label, name, px, batch, device, timer, amp, opt))
         except Exception as exc:     # reported in the table (traceback on stderr); the peers still run
             traceback.print_exc()
             rows.append(Row(label, LAZYTENSOR, None, None, f"failed: {type(exc).__name__}: {exc}"[:300]))
         _progress(rows[-1])
         _free_device_memory(device)
         if torch is not None:
-            for row in torch_rows(torch, label, name, px, batch, device, timer, amp):
+            for row in torch_rows(torch, label, name, px, batch, device, timer, amp, opt):
                 rows.append(row)
                 _progress(row)
     print_fn(render(rows, device, torch, _amp(device, amp)))

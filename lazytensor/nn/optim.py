@@ -1,5 +1,7 @@
 """Optimizers: SGD (momentum, dampening, nesterov, weight decay) and AdamW with PyTorch's update
-rules; LARS and LAMB, whose trust ratios of whole-tensor norms are reductions inside the update.
+rules; LARS and LAMB, whose trust ratios of whole-tensor norms are reductions inside the update:
+over a region, one segmented sum gives every parameter's norms in one pass (lazytensor.ops.segments),
+so the update of all of a region's parameters takes the same steps whatever their shapes.
 
 Design: docs/design/training-step.md, section "lazytensor/nn/optim.py".
 """
@@ -8,8 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.core.tensor import Tensor, empty, zeros
+from lazytensor.kernels.backend import backend_for
 from lazytensor.ops.elementwise import sqrt, where
 from lazytensor.ops.reductions import sum as _sum
+from lazytensor.ops.segments import segment_broadcast, segment_sums, segments_of
+from lazytensor.ops.views import ravel, reshape
 from lazytensor.assign.simultaneous import assign
 from lazytensor.plan.steps import interrupts_deferred
 from lazytensor.core.dtypes import is_float
@@ -29,17 +34,19 @@ class _Unit:
 
 class Target:
     """One update of a step: the weights it writes (a parameter, or a region's flat tensor), their
-    master weights or None, the state tensors by name, and the gradient."""
-    __slots__ = ("weights", "master", "state", "grad")
+    master weights or None, the state tensors by name, the gradient, and a region's Segments (None
+    for one parameter)."""
+    __slots__ = ("weights", "master", "state", "grad", "segments")
 
-    def __init__(self, weights, master, state, grad):
-        self.weights, self.master, self.state, self.grad = weights, master, state, grad
+    def __init__(self, weights, master, state, grad, segments=None):
+        self.weights, self.master, self.state, self.grad, self.segments = weights, master, state, grad, segments
 
 
 class Optimizer:
     # Rules of elementwise updates run over whole regions; a rule with per-tensor norms (LARS, LAMB)
-    # updates each parameter on its own.
+    # does where the backend has segmented sums (the CPU's), else updates each parameter on its own.
     over_regions = True
+    per_tensor_norms = False
 
     def __init__(self, params, lr: float, master_weights: bool = True, regions: bool | None = None):
         self.params = list(params)
@@ -56,7 +63,10 @@ class Optimizer:
             # By default on the CPU only: over CUDA parameters the region updates have not yet been
             # shown to give the per-parameter step's bits (regions=True asks for them there).
             regions = all(p.device == "cpu" for p in self.params)
-        packed = in_regions(self.params) if regions and self.over_regions else None
+        # per-tensor norms as segmented sums where every parameter's backend has them
+        self.segmented = all(backend_for(p.device).segmented_sums for p in self.params)
+        over = self.over_regions and (self.segmented or not self.per_tensor_norms)
+        packed = in_regions(self.params) if regions and over else None
         self.regions = bool(packed)
         self.units = ([_Unit(idx, region, region.flat) for idx, region in packed] if packed else
                       [_Unit([i], None, p) for i, p in enumerate(self.params)])
@@ -116,7 +126,8 @@ class Optimizer:
             if u.region is None or all(type(grads[i]) is Tensor for i in u.index):
                 out += [Target(self.params[i], self.master[i], self._param_state[i], grads[i]) for i in u.index]
             else:
-                out.append(Target(u.weights, u.master, u.state, u.region.gathered([grads[i] for i in u.index])))
+                out.append(Target(u.weights, u.master, u.state, u.region.gathered([grads[i] for i in u.index]),
+                                  u.region.segments))
         return out
 
     def updates(self, grads) -> list:
@@ -129,7 +140,7 @@ class Optimizer:
         writes = []
         for t, g in zip(targets, grads if grads is not None else [t.grad for t in targets]):
             weights = t.weights if t.master is None else t.master
-            pairs = self._update(t.state, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g)
+            pairs = self._update(t.state, weights, g.astype(weights.dtype) if g.dtype != weights.dtype else g, t.segments)
             if t.master is not None:
                 pairs.append((t.weights, pairs[-1][1].astype(t.weights.dtype)))
             writes += pairs
@@ -152,9 +163,9 @@ class Optimizer:
             assign(writes)
             self.steps += 1
 
-    def _update(self, state: dict, w, g) -> list:
-        """[(tensor, its new value), ...] for weights w (a parameter or a region) with state tensors
-        `state` ({name: tensor of w's shape}) and gradient g, the weights last."""
+    def _update(self, state: dict, w, g, segments=None) -> list:
+        """[(tensor, its new value), ...] for weights w (a parameter, or a region of `segments`) with
+        state tensors `state` ({name: tensor of w's shape}) and gradient g, the weights last."""
         raise NotImplementedError
 
 
@@ -171,7 +182,7 @@ class SGD(Optimizer):
         self.weight_decay, self.nesterov = float(weight_decay), nesterov
         self.buffers = self._state("buf") if momentum else [None] * len(self.params)
 
-    def _update(self, state, w, g):
+    def _update(self, state, w, g, segments=None):
         if self.weight_decay:
             g = g + self.weight_decay * w
         writes = []
@@ -195,7 +206,7 @@ class AdamW(Optimizer):
         self.eps, self.weight_decay = float(eps), float(weight_decay)
         self.m, self.v = self._state("m"), self._state("v")
 
-    def _update(self, state, w, g):
+    def _update(self, state, w, g, segments=None):
         t = self.taken + 1                    # this step's number, on the device (float64 below, as Python's)
         m = self.b1 * state["m"] + (1.0 - self.b1) * g
         v = self.b2 * state["v"] + (1.0 - self.b2) * (g * g)
@@ -209,6 +220,25 @@ def _norm(x):
     return sqrt(_sum(x * x))
 
 
+def _norms(xs, segments, segmented: bool) -> list:
+    """|x| of each of xs: per segment of a region's flat tensors (vectors, one value a segment), or,
+    segments None, of one parameter as a vector of one value. One segmented sum computes them all in
+    one pass (summing each segment as the sum of that tensor alone would); without segmented sums
+    (segmented False), one reduction each."""
+    if segments is None:
+        if not segmented or xs[0].size == 0:
+            return [reshape(_norm(x), (1,)) for x in xs]
+        segments = segments_of((0,), (xs[0].size,), xs[0].size)
+    sums = segment_sums([ravel(x * x) for x in xs], segments)
+    return [sqrt(sums[k]) for k in range(len(xs))]
+
+
+def _per_element(ratio, segments):
+    """A vector of one value per segment as a factor of the weights' update: spread over a region's
+    segments, or one parameter's 0-d value."""
+    return reshape(ratio, ()) if segments is None else segment_broadcast(ratio, segments)
+
+
 def _trust_ratio(numerator, denominator, wn, other_norm):
     """numerator / denominator where |w| and the other norm are both > 0, else 1 (the papers' guard;
     the inner where keeps a zero denominator out of the division)."""
@@ -220,19 +250,21 @@ class LARS(Optimizer):
     """You et al. 2017 with PyTorch-style momentum: local = trust_coefficient * |w| / (|g| + wd |w|)
     (1 unless both norms are > 0); d = (g + wd w) * local; buf = d on the first step, else
     momentum * buf + d; w -= lr * buf. |.| is the L2 norm over the whole tensor, so each
-    parameter is updated on its own (its norms are two reductions of the update's plan)."""
-    over_regions = False
+    parameter's update has its own ratio: over a region, both norms of every parameter come from one
+    segmented sum, then one spread of the ratios and the update's kernel (lazytensor.ops.segments)."""
+    per_tensor_norms = True
 
     def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                 trust_coefficient: float = 0.001, master_weights: bool = True):
-        super().__init__(params, lr, master_weights)
+                 trust_coefficient: float = 0.001, master_weights: bool = True, regions: bool | None = None):
+        super().__init__(params, lr, master_weights, regions)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.trust_coefficient = float(trust_coefficient)
         self.buffers = self._state("buf") if momentum else [None] * len(self.params)
 
-    def _update(self, state, w, g):
-        wn, gn = _norm(w), _norm(g)
-        local = _trust_ratio(self.trust_coefficient * wn, gn + self.weight_decay * wn, wn, gn).astype(w.dtype)
+    def _update(self, state, w, g, segments=None):
+        wn, gn = _norms([w, g], segments, self.segmented)
+        ratio = _trust_ratio(self.trust_coefficient * wn, gn + self.weight_decay * wn, wn, gn).astype(w.dtype)
+        local = _per_element(ratio, segments)
         d = (g + self.weight_decay * w) * local if self.weight_decay else g * local
         writes = []
         if self.momentum:
@@ -244,19 +276,19 @@ class LARS(Optimizer):
 
 
 class LAMB(Optimizer):
-    """Per parameter, as LARS. You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
+    """Per-parameter ratios, as LARS. You et al. 2019, bias-corrected as apex's FusedLAMB, no global gradient clipping:
     m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
     + wd w; ratio = |w| / |u| (1 unless both norms are > 0); w -= lr * ratio * u."""
-    over_regions = False
+    per_tensor_norms = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
-                 master_weights: bool = True):
-        super().__init__(params, lr, master_weights)
+                 master_weights: bool = True, regions: bool | None = None):
+        super().__init__(params, lr, master_weights, regions)
         self.b1, self.b2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
         self.m, self.v = self._state("m"), self._state("v")
 
-    def _update(self, state, w, g):
+    def _update(self, state, w, g, segments=None):
         t = self.taken + 1
         m = self.b1 * state["m"] + (1.0 - self.b1) * g
         v = self.b2 * state["v"] + (1.0 - self.b2) * (g * g)
@@ -265,6 +297,6 @@ class LAMB(Optimizer):
         u = mhat / (sqrt(vhat) + self.eps)
         if self.weight_decay:
             u = u + self.weight_decay * w
-        wn, un = _norm(w), _norm(u)
-        ratio = _trust_ratio(wn, un, wn, un).astype(w.dtype)
+        wn, un = _norms([w, u], segments, self.segmented)
+        ratio = _per_element(_trust_ratio(wn, un, wn, un).astype(w.dtype), segments)
         return [(state["m"], m), (state["v"], v), (w, w - self.lr * ratio * u)]

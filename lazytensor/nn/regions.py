@@ -1,6 +1,7 @@
 """Parameters in contiguous regions: one flat buffer per (dtype, device), each parameter a view of
 its own segment, so that an optimizer updates ALL the parameters of a region with one elementwise
-kernel whatever their shapes (SGD, AdamW; the AMP found_inf check is one reduction per region).
+kernel whatever their shapes (SGD, AdamW; the AMP found_inf check is one reduction per region; the
+per-parameter norms of LARS and LAMB are one segmented sum per region, lazytensor.ops.segments).
 
 A Region re-points each parameter Tensor at its segment (the same Tensor objects: a model's
 parameters() still returns them, with their values), and makes flat tensors of the same layout for
@@ -25,6 +26,7 @@ import numpy as np
 from lazytensor.core.readers import memory_of
 from lazytensor.core.tensor import Tensor, zeros
 from lazytensor.ops.region_write import region_write
+from lazytensor.ops.segments import segments_of
 from lazytensor.step.segments import split
 
 ALIGNMENT = 256             # bytes, of the parameters' dtype
@@ -48,6 +50,8 @@ class Region:
             segment = self._segment(self.flat, start, p)
             segment[...] = p.data
             _repoint(p, segment)
+        # the parameters' segments of the flat layout, for per-parameter quantities in one pass (LARS, LAMB norms)
+        self.segments = segments_of(self.starts, [p.size for p in self.params], self.size)
         self._gradients: dict = {}      # dtype -> (the persistent flat Tensor the gradients are written into, its segments)
 
     def like(self, dtype) -> Tensor:

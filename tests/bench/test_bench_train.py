@@ -16,6 +16,39 @@ def test_the_cpu_suite_runs_quickly(monkeypatch, capsys):
     assert "lazytensor training-step benchmark on cpu (quick: a few steps, not a measurement)" in out
     row = next(line for line in out.splitlines() if line.startswith("| small VGG 32x32, batch 8 | lazytensor"))
     assert float(row.split("|")[3].replace(",", "")) > 0
+    for rule in ("LARS", "LAMB"):       # the layerwise rules' rows, their parameters in one region
+        row = next(line for line in out.splitlines() if line.startswith(f"| small VGG 32x32, batch 8, {rule} | lazytensor"))
+        assert float(row.split("|")[3].replace(",", "")) > 0
+        note = next(line for line in out.splitlines() if line.startswith(f"small VGG 32x32, batch 8, {rule}, lazytensor"))
+        assert note.endswith("steps per call, parameters in 1 regions"), note
+
+
+@pytest.mark.parametrize("rule", ["LARS", "LAMB"])
+def test_the_torch_peers_run_lazytensors_layerwise_rules(rule):
+    """The PyTorch peer's LARS and LAMB (torch ops) against the float64 rules of tests/nn."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+    from lazytensor.bench.torch_layerwise import layerwise_optimizer
+    from tests.nn.test_optim_layerwise import lamb_reference, lars_reference
+    rng = np.random.default_rng(0)
+    shapes = [(3,), (4, 5), ()]
+    w0 = [np.asarray(rng.standard_normal(s)) for s in shapes]
+    grads = [[np.asarray(rng.standard_normal(s)) for s in shapes] for _ in range(20)]
+    for g in grads:
+        g[2] = np.zeros(())             # a zero gradient: its norm is 0, the ratio 1
+    params = [torch.tensor(w, dtype=torch.float64, requires_grad=True) for w in w0]
+    kw = dict(lr=0.1, momentum=0.9, weight_decay=1e-2, trust_coefficient=0.02) if rule == "LARS" else \
+        dict(lr=0.01, weight_decay=1e-2)
+    opt = layerwise_optimizer(torch, rule, params, **kw)
+    for step in grads:
+        for p, g in zip(params, step):
+            p.grad = torch.tensor(g, dtype=torch.float64)
+        opt.step()
+    for i, w in enumerate(w0):
+        gs = [g[i] for g in grads]
+        want = (lars_reference(w, gs, 0.1, 0.9, 1e-2, 0.02) if rule == "LARS" else
+                lamb_reference(w, gs, 0.01, 0.9, 0.999, 1e-6, 1e-2))
+        np.testing.assert_allclose(params[i].detach().numpy(), want, rtol=1e-10, atol=1e-12)
 
 
 def test_the_table_gives_lazytensors_speed_up_over_each_peer():
@@ -56,7 +89,7 @@ def test_the_cuda_suite_runs_every_configuration(monkeypatch):
     lines = []
     rows = run_train_bench(lines.append, "cuda")
     ours = [r for r in rows if r.implementation.startswith(LAZYTENSOR)]
-    assert len(ours) == 3 and all(r.images_per_s and r.peak_bytes for r in ours), lines[0]
+    assert len(ours) == 5 and all(r.images_per_s and r.peak_bytes for r in ours), lines[0]     # 3 SGD, LARS, LAMB
 
 
 def test_the_float32_table_prints_each_sides_tf32_settings():

@@ -26,6 +26,7 @@ from lazytensor.plan.heavy.reduce import build_reduce
 from lazytensor.plan.heavy.region_write import build_region_write
 from lazytensor.plan.heavy.scans import build_scan
 from lazytensor.plan.heavy.scatter import build_scatter
+from lazytensor.plan.heavy.segments import build_segment_broadcast, build_segment_sums
 
 HEAVY = {
     "reduce": (build_bias_gradient, build_reduce),
@@ -55,6 +56,8 @@ HEAVY = {
     "fft": (build_fft,),
     "all_reduce": (build_all_reduce,),
     "region_write": (build_region_write,),
+    "segment_sums": (build_segment_sums,),
+    "segment_broadcast": (build_segment_broadcast,),
 }
 
 # The heavy ops whose step can write the plan's destination directly.
@@ -62,7 +65,7 @@ ROOT_WRITERS = frozenset({
     "reduce", "matmul", "max_pool2d", "avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward", "scan",
     "concatenate", "index_write", "row_gather", "row_scatter_add", "mask_gather", "mask_expand", "scatter",
     "conv2d", "conv2d_backward_data", "conv2d_backward_filter", "cbr_dbn_sums", "cbr_dbn_dx", "cbr_drelu",
-    "linalg", "fft",
+    "linalg", "fft", "segment_sums", "segment_broadcast",
 })
 
 # Whole-plan patterns, tried on the root first, in order: (name, match(root, out, backend, cutter) ->
