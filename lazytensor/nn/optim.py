@@ -59,6 +59,7 @@ class Optimizer:
         self.steps = 0
         self.taken = zeros((), np.int64, self.params[0].device)   # steps taken, on the device
         self.master_weights = bool(master_weights)
+        asked = regions is True
         if regions is None:
             # By default on the CPU only: over CUDA parameters the region updates have not yet been
             # shown to give the per-parameter step's bits (regions=True asks for them there).
@@ -66,6 +67,10 @@ class Optimizer:
         # per-tensor norms as segmented sums where every parameter's backend has them
         self.segmented = all(backend_for(p.device).segmented_sums for p in self.params)
         over = self.over_regions and (self.segmented or not self.per_tensor_norms)
+        if asked and not over and self.over_regions:
+            raise ValueError(f"{type(self).__name__}(regions=True): its per-tensor norms over a region need "
+                             f"segmented sums, which the {self.params[0].device} backend lacks; leave regions "
+                             f"unset (each parameter then updates on its own)")
         packed = in_regions(self.params) if regions and over else None
         self.regions = bool(packed)
         self.units = ([_Unit(idx, region, region.flat) for idx, region in packed] if packed else

@@ -121,3 +121,13 @@ def test_distinct_shapes_launch_no_more_kernels_than_shared_shapes(name):
             step(x, y)
         counts.append((len(step.last.plan.steps), len(p.kernels)))
     assert counts[0][0] <= counts[1][0] and counts[0][1] <= counts[1][1], counts
+
+
+@pytest.mark.parametrize("cls", [LARS, LAMB])
+def test_regions_asked_for_where_the_backend_has_no_segmented_sums_is_an_error(cls, monkeypatch):
+    from lazytensor.kernels.cpu.backend import CpuBackend
+    monkeypatch.setattr(CpuBackend, "segmented_sums", False)
+    params = [lt.asarray(np.ones((3, 2), np.float32)), lt.asarray(np.ones(4, np.float32))]
+    with pytest.raises(ValueError, match="segmented sums"):
+        cls(params, lr=0.1, regions=True)
+    assert not cls(params, lr=0.1).regions           # unset: each parameter on its own, as before
