@@ -133,7 +133,9 @@ def lazytensor_row(config, name, px, batch, device, timer, amp=None, optimizer="
             optimizer = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY,
                                   regions=regions)
         else:
-            optimizer = getattr(optim, optimizer)(model.parameters(), regions=regions, **LAYERWISE[optimizer])
+            # (None: over regions where the backend has segmented sums, else each parameter on its own)
+            optimizer = getattr(optim, optimizer)(model.parameters(), regions=None if regions else False,
+                                                  **LAYERWISE[optimizer])
         step = train_step(model, cross_entropy, optimizer, amp={None: False, "float16": True}.get(amp, amp))
         seconds = timer(lambda: step(x, labels))
         backend_for(device).synchronize()
