@@ -669,9 +669,8 @@ def _prepare_loading() -> None:
     kernel imports) and set up numba's typing and target registries (0.6 s that the first load
     from the cache takes otherwise), while the first kernel compiles in the worker."""
     from lazytensor.kernels.cpu import numba_cache, numba_prelude, numba_stream  # noqa: F401
-    from numba.core.registry import cpu_target
-    cpu_target.target_context.refresh()
-    cpu_target.typing_context.refresh()
+    from lazytensor.kernels.cpu.numba_import import set_up_registries
+    set_up_registries()
 
 
 def _has_stream(program, layout) -> bool:

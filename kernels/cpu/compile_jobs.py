@@ -20,9 +20,8 @@ def warm_up(idle=lambda: True) -> None:
     kernel would otherwise wait for. A job already waiting compiles first: it pays that set-up
     once, where the warm-up's own kernel would delay it by its whole compile."""
     from lazytensor.kernels.cpu import numba_cache  # noqa: F401  (imports numba)
-    from numba.core.registry import cpu_target
-    cpu_target.target_context.refresh()     # (numba's lowering registries: any first compile's 0.4 s)
-    cpu_target.typing_context.refresh()
+    from lazytensor.kernels.cpu.numba_import import set_up_registries
+    set_up_registries()                     # (numba's lowering registries: any first compile's 0.4 s)
     if idle():
         _warm("kernel_seq")
 

@@ -11,14 +11,16 @@ import threading
 from contextlib import contextmanager
 
 _imported = False
+_importing = threading.Lock()       # (one thread imports; another waits for it to finish)
 
 
 def import_numba() -> None:
     """Import numba and lazytensor's numba helpers (every kernel module imports them)."""
-    global _imported
     if _imported:
         return
-    with _interrupts_held(_done):
+    with _importing, _interrupts_held(_done):
+        if _imported:
+            return
         import numba                    # noqa: F401
         import numba.core.caching       # noqa: F401
         import numba.core.registry      # noqa: F401
@@ -30,7 +32,16 @@ def import_numba() -> None:
         # numba's lowering and typing registries, set up by the first compile otherwise: an
         # interrupt there leaves them half-installed too (every later compile raised
         # "generator raised StopIteration" from the registry loader).
-        from numba.core.registry import cpu_target
+        set_up_registries()
+
+
+def set_up_registries() -> None:
+    """numba's typing and lowering registries installed (what its first compile does otherwise),
+    under numba's compiler lock: their loaders are generators, and two threads refreshing at once
+    (a compile thread and a load on the caller's) fail with "generator already executing"."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+    with global_compiler_lock:
         cpu_target.target_context.refresh()
         cpu_target.typing_context.refresh()
 
