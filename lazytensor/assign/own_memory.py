@@ -13,7 +13,7 @@ import weakref
 
 from lazytensor.core.expr import Expr, astype
 from lazytensor.core.origins import origins_of
-from lazytensor.core.readers import memory_of, unregister
+from lazytensor.core.readers import unregister
 from lazytensor.core.tensor import Tensor, empty
 from lazytensor.assign.evaluate import assign, check_write
 from lazytensor.assign.simultaneous import run_pairs, settled
@@ -54,7 +54,7 @@ def memory_for_writes(node: Expr, holders: int = 2, operands=()) -> Tensor:
     node.keep_result(own, origin)
     unregister(node, own)           # its value IS that memory: a write there must not settle it
     if origin is not None:          # a gradient through it after a write is refused, not wrong
-        origin.versions.append((own, memory_of(own).version))
+        origin.also(own)
     _owners[id(node)] = node
     return own
 

@@ -129,8 +129,9 @@ class _Dag:
         """The ids of the nodes that read, themselves or below, a node whose id is in `direct`."""
         out = set()
         for node in self.order:
-            if id(node) in direct or any(id(a) in out for a in node.args):
-                out.add(id(node))
+            key = id(node)
+            if key in direct or not out.isdisjoint(map(id, node.args)):
+                out.add(key)
         return out
 
 

@@ -589,8 +589,9 @@ def node_builder() -> str:
 class Origin:
     """How an evaluated node was computed: its op's operands and whether it was heavy, with the
     write count of every tensor's memory below it at evaluation, so that a gradient taken through
-    it later can tell that its operands still hold the values it was computed from."""
-    __slots__ = ("args", "heavy", "versions", "__weakref__")
+    it later can tell that its operands still hold the values it was computed from. The counts live
+    in a WriteCounts that every Origin made by one evaluation shares (`mask`: its tensors' bits)."""
+    __slots__ = ("args", "heavy", "counts", "mask", "__weakref__")
 
     def __init__(self, node):
         self.args, self.heavy = node.args, node.heavy
@@ -604,21 +605,76 @@ class Origin:
                 tensors.append(a)
             elif type(a) is Expr:
                 stack.extend(a.origin.args if a.result is not None and a.origin is not None else a.args)
-        self.versions = [(t, memory_of(t).version) for t in tensors]
-        self.known()
+        self.counts = WriteCounts(tensors)
+        self.mask = (1 << len(tensors)) - 1
+        self.counts.add(self)
 
-    def known(self) -> None:
-        """Tell the memories it records that it does (a write drops its operands once stale)."""
-        ref = _ref(self)
-        for t, _ in self.versions:
-            memory_of(t).keep_origin(ref)
+    @property
+    def versions(self) -> list:
+        """[(tensor, its write count at evaluation)] of the tensors below the node."""
+        mask = self.mask
+        return [(t, v) for k, (t, v) in enumerate(zip(self.counts.tensors, self.counts.versions)) if mask >> k & 1]
+
+    def also(self, t) -> None:
+        """Record tensor `t`'s write count of now too (the node's own memory, once it holds its value)."""
+        self.mask |= 1 << self.counts.append(t)
 
     def stale(self):
         """A tensor written since the node was evaluated, or None."""
-        for t, version in self.versions:
-            if memory_of(t).version != version:
-                return t
+        mask = self.mask
+        counts = self.counts
+        for k, m in enumerate(counts.memories):
+            if mask >> k & 1 and m.version != counts.versions[k]:
+                return counts.tensors[k]
         return None
+
+
+class WriteCounts:
+    """The write counts of some tensors' memories at one moment, shared by the Origins of the nodes
+    evaluated then (an optimizer step makes one per gradient, update and loss: each would otherwise
+    copy and register the same counts). Each memory knows it by weak reference, once, so that a
+    write lets the Origins it made stale drop their operands (Memory.drop_stale_origins)."""
+    __slots__ = ("tensors", "memories", "versions", "origins", "known", "__weakref__")
+
+    def __init__(self, tensors):
+        self.tensors, self.memories, self.versions = [], [], []
+        self.origins = []           # weak references to the Origins over these counts
+        self.known = set()          # ids of the memories that know of these counts
+        for t in tensors:
+            self.append(t)
+
+    def append(self, t) -> int:
+        """Record `t`'s count of now; -> its position (its bit in an Origin's mask)."""
+        m = memory_of(t)
+        if id(m) not in self.known:         # (the memories are held in self.memories: ids stay theirs)
+            self.known.add(id(m))
+            m.keep_origin(_ref(self))
+        self.tensors.append(t)
+        self.memories.append(m)
+        self.versions.append(m.version)
+        return len(self.tensors) - 1
+
+    def add(self, origin) -> None:
+        self.origins.append(_ref(origin))
+
+    def drop_stale(self, memory) -> bool:
+        """Let each Origin over a count of `memory` that a write since made stale drop its operands
+        (a gradient through it is refused anyway, Origin.stale); -> whether any Origin is left."""
+        bits = 0
+        for k, m in enumerate(self.memories):
+            if m is memory and m.version != self.versions[k]:
+                bits |= 1 << k
+        kept = []
+        for r in self.origins:
+            origin = r()
+            if origin is None:
+                continue
+            if origin.mask & bits:
+                origin.args = ()
+            else:
+                kept.append(r)
+        self.origins = kept
+        return bool(kept)
 
 
 def as_computed(node, cache=None):

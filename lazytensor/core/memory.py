@@ -22,7 +22,16 @@ def owner(a):
 
 def address(a) -> int:
     """The address of a's first element."""
-    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data if _array_address is None else _array_address(a)
+    return a.data.ptr
+
+
+try:    # (read from the array itself: NumPy's a.ctypes makes a helper object per call, microseconds)
+    from lazytensor.core._address import address as _array_address, setup as _setup_address
+    _setup_address(np.ndarray)
+except ImportError:     # not compiled (setup.py): NumPy's way
+    _array_address = None
 
 
 def owner_address(own) -> int:

@@ -5,12 +5,11 @@ Origin(node) walks everything below its node to record the write count of each t
 and for each live expression reading a destination (an optimizer step: every gradient, the loss,
 every update): one walk per node would read the shared forward and backward once per result. Here
 each node below is visited once, its tensors gathered as a bit set (an int, one bit per tensor),
-and each Origin takes the tensors of its node's set.
+and every Origin shares one record of the write counts (WriteCounts), taking its node's bits.
 """
 from __future__ import annotations
 
-from lazytensor.core.expr import Expr, Origin
-from lazytensor.core.readers import memory_of
+from lazytensor.core.expr import Expr, Origin, WriteCounts
 from lazytensor.core.tensor import Tensor
 
 
@@ -52,7 +51,7 @@ def origins_of(nodes) -> list:
                 continue
             stack.append((node, True))
             stack.extend((a, False) for a in _below(node) if type(a) is Expr and id(a) not in masks)
-    versions = [(t, memory_of(t).version) for t in tensors]
+    counts = WriteCounts(tensors)
     origins = []
     for node in nodes:
         if node.result is not None:
@@ -60,8 +59,7 @@ def origins_of(nodes) -> list:
             continue
         o = Origin.__new__(Origin)
         o.args, o.heavy = node.args, node.heavy
-        mask = masks[id(node)]
-        o.versions = [v for k, v in enumerate(versions) if mask >> k & 1]
-        o.known()
+        o.counts, o.mask = counts, masks[id(node)]
+        counts.add(o)
         origins.append(o)
     return origins

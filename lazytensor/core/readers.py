@@ -22,11 +22,11 @@ class Memory(list):
     def __init__(self):             # (an empty list already: list.__init__ has nothing to do)
         self.limit = 16             # sweep out dead references when the list grows past this
         self.version = 0            # writes through lazytensor so far (an evaluated node's origin checks it)
-        self.origins = []           # weak references to the Origins that record this memory's version
+        self.origins = []           # weak references to the WriteCounts that record this memory's version
         self.origins_limit = 16
 
     def keep_origin(self, ref) -> None:
-        """An Origin (by weak reference) recorded this memory's version."""
+        """Write counts (a WriteCounts, by weak reference) recorded this memory's version."""
         origins = self.origins
         origins.append(ref)
         if len(origins) > self.origins_limit:
@@ -39,12 +39,8 @@ class Memory(list):
         forward) would otherwise stay live readers of this memory, computed before each write."""
         kept = []
         for r in self.origins:
-            origin = r()
-            if origin is None:
-                continue
-            if origin.stale() is not None:
-                origin.args = ()
-            else:
+            counts = r()
+            if counts is not None and counts.drop_stale(self):
                 kept.append(r)
         self.origins[:] = kept
 
