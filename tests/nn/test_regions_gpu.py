@@ -66,3 +66,35 @@ def test_mlp_step_over_regions_equals_the_per_parameter_step_on_cuda():
         got.append([p.numpy() for p in model.parameters()])
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.xfail(reason="over CUDA parameters the region updates do not yet give the per-parameter step's values; "
+                          "this matrix says which part (bias gradients by the GEMM epilogue, the optimizer, "
+                          "train_step's graph) differs", strict=False)
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("opt", ["sgd", "adamw"])
+@pytest.mark.parametrize("recorded", [False, True])
+def test_one_mlp_step_over_regions_equals_the_per_parameter_step(bias, opt, recorded):
+    rng = np.random.default_rng(0)
+    x = lt.asarray(rng.standard_normal((64, 32)).astype(np.float32), device="cuda")
+    y = lt.asarray(rng.integers(0, 10, 64), device="cuda")
+    shapes = [(48, 32), (48,), (10, 48), (10,)] if bias else [(48, 32), (10, 48)]
+    weights = [rng.standard_normal(s).astype(np.float32) * 0.2 for s in shapes]
+    got = []
+    for regions in (False, True):
+        model = lt.nn.Sequential(lt.nn.Linear(32, 48, bias=bias, device="cuda"), lt.nn.ReLU(),
+                                 lt.nn.Linear(48, 10, bias=bias, device="cuda"))
+        for p, w in zip(model.parameters(), weights):
+            p[...] = lt.asarray(w, device="cuda")
+        params = model.parameters()
+        optimizer = (lt.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=5e-4, regions=regions) if opt == "sgd"
+                     else lt.optim.AdamW(params, lr=1e-2, regions=regions))
+        step = lt.train_step(model, lt.cross_entropy, optimizer) if recorded else None
+        for _ in range(2):
+            if recorded:
+                step(x, y)
+            else:
+                optimizer.step(lt.grad(lt.cross_entropy(model(x), y), params))
+        got.append([p.numpy() for p in model.parameters()])
+    for k, (a, b) in enumerate(zip(*got)):
+        np.testing.assert_array_equal(a, b, err_msg=f"parameter {k} {shapes[k]}")
