@@ -202,3 +202,18 @@ def test_factors_without_a_rule_say_so():
         lt.grad(lt.real(lt.linalg.qr(x).R).sum(), x)
     with pytest.raises(NotImplementedError, match="linalg.svd's U with full_matrices=True of a 2 x 3 matrix"):
         lt.grad(lt.abs(lt.linalg.svd(x[:2]).U).sum(), x)
+
+
+@pytest.mark.parametrize("name", ["cholesky", "cholesky upper", "eigvalsh", "eigvalsh U", "eigh vectors U"])
+@SETTINGS
+@given(n=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_what_is_not_read_has_no_gradient(name, n, seed):
+    """The triangle not read, and the diagonal's imaginary part, get exact zeros."""
+    prepare, f = CASES[name]
+    rng = np.random.default_rng(seed)
+    a = prepare(_random(rng, (n, n)))
+    out = f(np, a)
+    x = lt.asarray(a)
+    got = np.asarray(lt.grad(lt.real(f(lt, x) * _loss_weights(rng, out)).sum(), x))
+    unread = np.tril(got, -1) if name.endswith("U") or name.endswith("upper") else np.triu(got, 1)
+    assert not unread.any() and not np.diagonal(got).imag.any()
