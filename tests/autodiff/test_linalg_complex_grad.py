@@ -4,8 +4,8 @@ functions in complex128, over the real and the imaginary part of each element se
 solve (complex and mixed real/complex operands: a real operand gets a real gradient), det, slogdet
 (its sign has a phase), cholesky and eigh (of the triangle they read, the diagonal's real part),
 eigvalsh, svd's factors and values, and the composed functions. Losses of eigenvectors and singular
-vectors do not depend on their phases (as PyTorch requires). Batches, 1 x 1 matrices, complex64
-with a looser tolerance, both CPU tiers."""
+vectors do not depend on their phases (as PyTorch requires). Batches (empty ones too), 1 x 1
+matrices, complex64 with a looser tolerance, both CPU tiers."""
 from __future__ import annotations
 
 import numpy as np
@@ -142,7 +142,7 @@ def _check(name, a, rng, rtol, atol):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @SETTINGS
-@given(batch=st.sampled_from([(), (1,), (2,)]), n=st.integers(1, 4), seed=st.integers(0, 2**16))
+@given(batch=st.sampled_from([(), (1,), (2,), (0,)]), n=st.integers(1, 4), seed=st.integers(0, 2**16))
 def test_gradient_matches_finite_differences(name, batch, n, seed, tier):
     rng = np.random.default_rng(seed)
     a = CASES[name][0](_random(rng, batch + (n, n)))
