@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from lazytensor.autodiff.rules import gradient_rule
-from lazytensor.core.expr import apply
 from lazytensor.autodiff.rules_nn import sum_to_shape
 from lazytensor.core import tensor as _tensor
+from lazytensor.core.expr import apply
 from lazytensor.ops.decompositions import eigh, inv, solve, svd
 from lazytensor.ops.matmul import matmul
 from lazytensor.ops.triangles import tril, triu
