@@ -202,5 +202,9 @@ def linalg_gradient(node, g):
         raise NotImplementedError(f"lt.grad: no gradient rule for linalg.{spec.fn}; the gradients lazytensor has for "
                                   f"linalg are those of inv, solve, det, slogdet, cholesky, eigh, eigvalsh, svd and "
                                   f"svdvals")
+    if spec.fn in ("svd", "svdvals") and spec.params[-1]:
+        # hermitian=True decomposes what eigh reads, the lower triangle: the gradient of that.
+        (p,) = rule(node, g)
+        return (_read_triangle(0.5 * (p + _h(p)), lower=True),)
     return rule(node, g)
 

@@ -5,7 +5,8 @@ solve (complex and mixed real/complex operands: a real operand gets a real gradi
 (its sign has a phase), cholesky and eigh (of the triangle they read, the diagonal's real part),
 eigvalsh, svd's factors and values, and the composed functions. Losses of eigenvectors and singular
 vectors do not depend on their phases (as PyTorch requires). Batches (empty ones too), 1 x 1
-matrices, complex64 with a looser tolerance, both CPU tiers."""
+matrices, complex64 with a looser tolerance, both CPU tiers; and svd(hermitian=True), which reads
+the lower triangle, of real and complex matrices."""
 from __future__ import annotations
 
 import numpy as np
@@ -194,6 +195,28 @@ def test_solve_gradients(vector, kinds, a_batch, b_batch, n, seed, tier):
         lambda p: float(np.real(np.linalg.solve(p, b) * weight).sum()), a), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(gb), finite_differences(
         lambda q: float(np.real(np.linalg.solve(a, q) * weight).sum()), b), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@SETTINGS
+@given(batch=st.sampled_from([(), (2,)]), n=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_hermitian_svd_reads_the_lower_triangle(dtype, batch, n, seed, tier):
+    """svd(hermitian=True) decomposes what eigh reads: the gradient is that of the lower triangle."""
+    rng = np.random.default_rng(seed)
+    z = _random(rng, batch + (n, n)).astype(dtype) if dtype == np.complex128 else rng.standard_normal(batch + (n, n))
+    a = np.tril(_hermitian(z)) + np.triu(z, 1)
+    assume(_well_separated("svd U", np.tril(a) + np.conj(np.swapaxes(np.tril(a, -1), -1, -2))))
+    weight = rng.standard_normal(batch + (n,))
+
+    def loss(xp, x):
+        r = xp.linalg.svd(x, hermitian=True)
+        return xp.real((r.S * weight).sum() + (_pairs(xp, r) * weight[..., None, :]).sum()
+                       + (xp.linalg.svdvals(x, hermitian=True) if xp is lt else np.linalg.svd(x, compute_uv=False,
+                                                                                              hermitian=True)).sum())
+    x = lt.asarray(a)
+    got = lt.grad(loss(lt, x), x)
+    want = finite_differences(lambda m: float(loss(np, m)), a)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
 def test_factors_without_a_rule_say_so():
