@@ -7,12 +7,14 @@ chain rule, for w = f(z) with the gradient g of w,
 A holomorphic f (dw/d conj(z) = 0: arithmetic, exp, log, the trigonometric functions, sums, matmul,
 views) gives g * conj(f'(z)) = conj(f'(z) * conj(g)): the real rule applied to conj(g), conjugated,
 so the table's rules serve as they are. The others (conj, real, imag, abs, sign, casts) have their
-own rules here. A real operand of a complex op takes the real part of its gradient.
+own rules here; a rule registered with takes_complex (the linalg nodes') computes this convention
+itself and is called as it is. A real operand of a complex op takes the real part of its gradient.
 
 Design: docs/design/autodiff.md, section "lazytensor/autodiff/complex_rules.py".
 """
 from __future__ import annotations
 
+from lazytensor.autodiff.rules import TAKES_COMPLEX
 from lazytensor.core.expr import Const, apply, astype
 from lazytensor.ops.elementwise import where
 
@@ -70,12 +72,15 @@ _NOT_HOLOMORPHIC = {"conjugate": _conjugate, "real": _real, "imag": _imag, "abso
 
 def complex_gradients(node, g, rule) -> tuple:
     """The gradients of node's arguments (None where none flows) when a complex value is involved:
-    its own rule for an op that is not holomorphic, else the conjugated real rule of conj(g)."""
+    its own rule for an op that is not holomorphic, the table's rule where it takes complex values,
+    else the conjugated real rule of conj(g)."""
     own = _NOT_HOLOMORPHIC.get(node.op)
     if own is not None:
         ds = own(node, g)
     elif rule is None:
         return None
+    elif node.op in TAKES_COMPLEX:
+        ds = rule(node, g)
     else:
         ds = tuple(_conj(d) if d is not None else None for d in rule(node, _conj(g)))
     return tuple(apply("real", d) if d is not None and _complex(d) and not isinstance(a, Const) and not _complex(a)

@@ -13,15 +13,21 @@ from lazytensor.core.dtypes import is_float
 
 GRADIENTS: dict[str, Callable] = {}
 
+# Ops whose rule takes complex values itself, in PyTorch's convention (autodiff.complex_rules), where
+# the others' real rules are wrapped: the rules of functions that are not holomorphic.
+TAKES_COMPLEX: set[str] = set()
+
 # Ops whose output is a step function of their float inputs: their gradient is zero almost
 # everywhere, and the reverse pass reports it as a place where no gradient flows.
 PIECEWISE_CONSTANT = ("floor", "ceil", "sign", "floor_divide")
 
 
-def gradient_rule(*ops):
+def gradient_rule(*ops, takes_complex: bool = False):
     def register(rule):
         for op in ops:
             GRADIENTS[op] = rule
+            if takes_complex:
+                TAKES_COMPLEX.add(op)
         return rule
     return register
 

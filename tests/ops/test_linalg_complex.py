@@ -215,14 +215,6 @@ def test_errors_are_numpys():
     check(tuple(lt.linalg.slogdet(lt.asarray(sq))), tuple(np.linalg.slogdet(sq)))     # sign 0, -inf
 
 
-def test_gradients_of_complex_decompositions_are_refused_not_wrong():
-    """The rules are the real ones (transposes where a complex matrix needs conjugate transposes)."""
-    from lazytensor.autodiff.rules_linalg import linalg_gradient
-    node = lt.linalg.inv(lt.asarray(matrices((3, 3), np.complex128, 1, "square")))
-    with pytest.raises(NotImplementedError, match="real matrices"):
-        linalg_gradient(node, lt.ones((3, 3), dtype=np.complex128))
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 def test_the_rank_of_empty_matrices_is_zero_as_numpys(dtype):
     for shape in [(0, 0), (2, 0), (0, 3), (2, 0, 0)]:
