@@ -270,6 +270,12 @@ def lt_bf16_to_int(x, lo, end):
     casts: truncated, and 0 for NaN and for values out of the type's range."""
     t = np.trunc(np.float64(x))
     return t if lo <= t < end else 0.0
+
+
+@_inline
+def lt_float_to_uint64(x):
+    """A float cast to uint64 as NumPy's C cast on x86: a negative value through int64 (wrapping)."""
+    return np.uint64(np.int64(x)) if x < 0 else np.uint64(x)
 from lazytensor.kernels.cpu.numba_complex import (lt_cabs, lt_cdiv64, lt_cdiv128, lt_cpow, lt_crecip64, lt_crecip128,  # noqa: E402,F401
                                                    lt_csign64, lt_csign128, lt_cexp, lt_csinh, lt_ccosh,
                                                    lt_ctanh, lt_csin, lt_ccos, lt_ctan, lt_carccosh, lt_cexpm1_64, lt_cexpm1_128,

@@ -67,6 +67,22 @@ def convert(expr: str, dtype: np.dtype, src: np.dtype | None = None) -> str:
     if src == BFLOAT16 and dtype.kind in "iu":
         info = np.iinfo(dtype)
         return f"np.{dtype.name}(lt_bf16_to_int({expr}, {float(info.min)!r}, {float(info.max) + 1.0!r}))"
+    if dtype.kind in "iu" and src is not None and src.kind == "f":
+        return _float_to_int(expr, dtype)
+    return f"np.{dtype.name}({expr})"
+
+
+def _float_to_int(expr: str, dtype: np.dtype) -> str:
+    """A float cast to an integer dtype as NumPy's C casts do on x86 (CUDA's lt_float_to_int does the
+    same): to 8 and 16 bits through int32, to uint32 through int64, to uint64 through int64 where
+    negative; so -1.0 is 255 as uint8. LLVM's direct conversion to a narrow or unsigned type is
+    undefined there, and its vectorized loop gave 0 where the scalar one gave 255."""
+    if dtype.itemsize < 4:
+        return f"np.{dtype.name}(np.int32({expr}))"
+    if dtype.kind == "u" and dtype.itemsize == 4:
+        return f"np.uint32(np.int64({expr}))"
+    if dtype.kind == "u":
+        return f"lt_float_to_uint64({expr})"
     return f"np.{dtype.name}({expr})"
 
 
