@@ -48,7 +48,7 @@ import numpy as np
 
 CUDA_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 512), ("VGG16-BN", "vgg16bn", 224, 64),
                 ("ResNet-50", "resnet50", 224, 128))
-CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8),)
+CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8), ("ResNet-18", "resnet18", 32, 16))
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
 LAZYTENSOR = "lazytensor lt.train_step"
 FLOAT32_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 128), ("ResNet-50", "resnet50", 224, 64))

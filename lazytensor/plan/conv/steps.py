@@ -6,6 +6,7 @@ from __future__ import annotations
 from lazytensor.cbr import finalize_cpu, finalize_numpy
 from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, conv2d_nhwc
 from lazytensor.kernels.config import config, host_or_raise
+from lazytensor.kernels.cpu.blas_threads import single_threaded_blas
 from lazytensor.plan.conv import saved_results
 from lazytensor.plan.steps import Learned, Step, first_refusal
 
@@ -77,7 +78,8 @@ class Conv2dStep(Step):
             return
         a = self.attrs
         if self.path == "cpu":
-            conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
+            with single_threaded_blas():
+                conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
             return
         why = self._rejection()
         if self.path.startswith("cudnn") and why is None:
@@ -305,7 +307,8 @@ class ConvBackwardStep(Step):
             return
         _, graph_kind, cpu_function = _KINDS[self.kind]
         if self.path == "cpu":
-            cpu_function(*self._args(self.a, self.b), out=self.out)
+            with single_threaded_blas():
+                cpu_function(*self._args(self.a, self.b), out=self.out)
             return
         if self.path == "cudnn":
             why = self.rejected.get(self._key())
