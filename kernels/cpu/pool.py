@@ -119,17 +119,24 @@ def _backward(x, g, dx, is_max, kh, kw, sh, sw, ph, pw):
         hp = h + ph                 # in padded coordinates: window p holds rows p*sh .. p*sh+kh-1
         p_lo = 0 if hp < kh else (hp - kh) // sh + 1
         p_hi = min(hp // sh, p_ - 1)
+        acc = np.empty(c_, np.float64)
         for w in range(w_in):
             wp = w + pw
             q_lo = 0 if wp < kw else (wp - kw) // sw + 1
             q_hi = min(wp // sw, q_ - 1)
-            for c in range(c_):
-                acc = 0.0
-                for p in range(p_lo, p_hi + 1):
-                    for q in range(q_lo, q_hi + 1):
+            # windows outside, channels inside (contiguous: SIMD); each element's windows in the
+            # same ascending (p, q) order. Adding +0.0 where a window's max is elsewhere changes
+            # no sum: an accumulator that starts at +0.0 is never -0.0.
+            acc[:] = 0.0
+            for p in range(p_lo, p_hi + 1):
+                for q in range(q_lo, q_hi + 1):
+                    for c in range(c_):
                         if not is_max or arg[n, p, q, c] == h * w_in + w:
-                            acc += np.float64(g[n, p, q, c])
-                dx[n, h, w, c] = acc if is_max else acc / (kh * kw)
+                            acc[c] += np.float64(g[n, p, q, c])
+                        else:
+                            acc[c] += 0.0
+            for c in range(c_):
+                dx[n, h, w, c] = acc[c] if is_max else acc[c] / (kh * kw)
 
 
 def _computable(a):
