@@ -98,11 +98,28 @@ def _backward(x, g, dx, is_max, kh, kw, sh, sw, ph, pw):
         for np_ in prange(n_ * p_):
             n, p = np_ // p_, np_ % p_
             h0 = p * sh - ph
+            best = np.empty(c_, np.float64)
+            where = np.empty(c_, np.int64)
             for q in range(q_):
                 w0 = q * sw - pw
+                # _window_argmax's scan for all channels at once: taps outside, channels inside
+                best[:] = -np.inf
+                where[:] = max(h0, 0) * w_in + max(w0, 0)
+                for r in range(kh):
+                    h = h0 + r
+                    if h < 0 or h >= h_in:
+                        continue
+                    for s in range(kw):
+                        w = w0 + s
+                        if w < 0 or w >= w_in:
+                            continue
+                        for c in range(c_):
+                            v = np.float64(x[n, h, w, c])
+                            if v > best[c] or v != v:
+                                best[c] = v
+                                where[c] = h * w_in + w
                 for c in range(c_):
-                    where = _window_argmax(x, n, p, q, c, kh, kw, sh, sw, ph, pw)
-                    h, w = where // w_in, where % w_in
+                    h, w = where[c] // w_in, where[c] % w_in
                     if h0 <= h < h0 + kh and w0 <= w < w0 + kw:
                         dx[n, h, w, c] = np.float64(g[n, p, q, c]) + 0.0     # (+0.0: the gather's -0.0 rule)
         return
