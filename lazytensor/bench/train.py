@@ -253,6 +253,11 @@ def run_train_bench(print_fn=print, device: str = "cpu", dtype: str | None = Non
         raise ValueError(f"the train suite runs {', '.join(DTYPES)}; got {dtype!r}")
     amp = dtype
     timer = _seconds_per_step(device)
+    # lazytensor's CPU backend sets OMP_WAIT_POLICY=PASSIVE, which OpenMP reads once, when loaded:
+    # imported before torch, torch's OpenMP and numba's read it alike. Imported after, torch's pool
+    # spins and numba's parallel launches wait for descheduled spinners (measured on 2 busy cores:
+    # the small VGG's step 8.7 ms of CPU against 5.1, ResNet-18's 175 against 72)
+    import lazytensor.kernels.cpu.backend  # noqa: F401
     torch = _torch(device)
     rows = []
     configs = CPU_CONFIGS if device != "cuda" else FLOAT32_CONFIGS if dtype == "float32" else CUDA_CONFIGS
