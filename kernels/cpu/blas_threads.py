@@ -28,13 +28,17 @@ def _openblas():
             paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line})
     except OSError:
         return None
+    libs = []
     for path in paths:
         try:
-            lib = ctypes.CDLL(path)
+            libs.append(ctypes.CDLL(path))
         except OSError:
             continue
-        for setter in _SETTERS:
-            getter = setter.replace("_set_", "_get_")
+    # by symbol first: NumPy's wheels bundle the 64-bit-integer build (its names end in 64_); SciPy's
+    # 32-bit one may be loaded beside it, and its library's name sorts first
+    for setter in _SETTERS:
+        getter = setter.replace("_set_", "_get_")
+        for lib in libs:
             if hasattr(lib, setter) and hasattr(lib, getter):
                 get, put = getattr(lib, getter), getattr(lib, setter)
                 get.restype, get.argtypes = ctypes.c_int, []
