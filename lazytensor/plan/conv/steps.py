@@ -285,7 +285,8 @@ _CPU_HOW = {"dgrad": "one BLAS matmul per window tap",
 
 class ConvBackwardStep(Step):
     """dgrad (a = dy, b = w, out = dx) or wgrad (a = x, b = dy, out = dw): a cuDNN graph on CUDA,
-    BLAS on the CPU or on the host (dgrad per window tap, wgrad over im2col columns). `x_shape`/`w_shape` are the forward conv's."""
+    BLAS on the CPU or on the host (dgrad per window tap, wgrad over im2col columns).
+    `x_shape`/`w_shape` are the forward conv's."""
     __slots__ = ("backend", "kind", "a", "b", "x_shape", "w_shape", "attrs", "out", "path", "note", "built", "tf32")
     # (kind, x shape, w shape, dtype, tf32, attrs) -> why cuDNN rejected the graph: with
     # lt.config.allow_host run on the host, else UnsupportedOnDevice
