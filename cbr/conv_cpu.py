@@ -5,11 +5,14 @@ over blocks of output rows, sized to keep the gathered columns in a few MiB: tha
 temporary memory for large batches and keeps the BLAS operand warm in cache.
 float16 and bfloat16 inputs are computed in float32 (NumPy's float16 matmul has no BLAS and rounds
 every partial sum); float64 stays float64. The result is cast back to x's dtype.
-The backward (conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, below) runs one BLAS matmul
-per window tap, in the same compute dtypes.
+The data gradient (conv2d_backward_data_nhwc, below) runs one BLAS matmul per window tap; the filter
+gradient one per block of im2col columns, as the forward; both in the same compute dtypes. Window
+taps that read only padding for every output are skipped in all three.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -36,7 +39,6 @@ def conv2d_nhwc(x: np.ndarray, w: np.ndarray, stride=1, padding=0, dilation=1, o
     x = np.asarray(x)
     w = np.asarray(w)
     checked = validate_conv_args(x.shape, w.shape, x.dtype, w.dtype, stride, padding, dilation)
-    (sh, sw), (ph, pw), (dh, dw) = checked.stride, checked.padding, checked.dilation
     n, p, q, k = checked.out_shape
     _, h, wd, c = x.shape
     _, r, s, _ = w.shape
@@ -50,22 +52,11 @@ def conv2d_nhwc(x: np.ndarray, w: np.ndarray, stride=1, padding=0, dilation=1, o
         )
 
     compute = compute_dtype_for(x.dtype)
-    if ph or pw:
-        padded = np.zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=compute)
-        padded[:, ph : ph + h, pw : pw + wd, :] = x
-    else:
-        padded = np.ascontiguousarray(x, dtype=compute)
-
-    # (N, P, Q, R, S, C) view: output pixel (p, q) reads rows p*sh + r*dh, columns q*sw + s*dw.
-    bn, bh, bw, bc = padded.strides
-    windows = as_strided(
-        padded,
-        shape=(n, p, q, r, s, c),
-        strides=(bn, bh * sh, bw * sw, bh * dh, bw * dw, bc),
-        writeable=False,
-    )
-    # (R*S*C, K), in the same (r, s, c) order as the gathered columns.
-    w_cols = np.ascontiguousarray(w.reshape(k, r * s * c).T, dtype=compute)
+    windows, (i0, i1), (j0, j1) = _windows(x, r, s, (p, q), checked, compute)
+    r, s = i1 - i0, j1 - j0
+    # (R*S*C, K), in the same (r, s, c) order as the gathered columns: a transposed view (BLAS
+    # reads it as it is; a transposing copy of a 512x3x3x512 filter costs more than the GEMM)
+    w_cols = w[:, i0:i1, j0:j1, :].astype(compute, copy=False).reshape(k, r * s * c).T
 
     rsc = r * s * c
     direct = out.dtype == compute
@@ -77,6 +68,48 @@ def conv2d_nhwc(x: np.ndarray, w: np.ndarray, stride=1, padding=0, dilation=1, o
         else:
             flat_target[...] = flat_cols @ w_cols
     return out
+
+
+def _windows(x, r, s, pq, checked, compute):
+    """The (N, P, Q, R', S', C) im2col view of x in `compute` (zero padding around a copy) over the
+    taps rows i0:i1, columns j0:j1 of the window: ((i0, i1), (j0, j1)) with it.
+
+    Taps that read padding for every output are left out (a 3x3 conv over a 1x1 map reads its
+    centre tap only): the GEMM's depth shrinks; the products it skips were of zeros of the padding.
+    """
+    (sh, sw), (ph, pw), (dh, dw) = checked.stride, checked.padding, checked.dilation
+    (p, q), (n, h, wd, c) = pq, x.shape
+    (i0, i1), (j0, j1) = (tap_range(r, h, p, sh, ph, dh), tap_range(s, wd, q, sw, pw, dw))
+    top, left = ph - i0 * dh, pw - j0 * dw
+    if i1 <= i0 or j1 <= j0 or top < 0 or left < 0:   # (no tap reads x, or a gap the crop cannot express)
+        (i0, i1), (j0, j1), top, left = (0, r), (0, s), ph, pw
+    bottom = max(0, (p - 1) * sh + (i1 - 1) * dh - ph - (h - 1))
+    right = max(0, (q - 1) * sw + (j1 - 1) * dw - pw - (wd - 1))
+    if top or left or bottom or right:
+        padded = np.zeros((n, top + h + bottom, left + wd + right, c), dtype=compute)
+        padded[:, top : top + h, left : left + wd, :] = x
+    else:
+        padded = np.ascontiguousarray(x, dtype=compute)
+    # output pixel (p, q) reads rows p*sh + r*dh, columns q*sw + s*dw of the padded copy
+    bn, bh, bw, bc = padded.strides
+    windows = as_strided(padded, shape=(n, p, q, i1 - i0, j1 - j0, c),
+                         strides=(bn, bh * sh, bw * sw, bh * dh, bw * dw, bc), writeable=False)
+    return windows, (i0, i1), (j0, j1)
+
+
+@functools.lru_cache(maxsize=1024)
+def useful_taps(taps: int, size: int, out: int, stride: int, pad: int, dilation: int) -> tuple:
+    """Per window tap along one axis, whether any of the `out` outputs reads a row of x with it
+    (not padding): tap t reads rows o*stride + t*dilation - pad."""
+    return tuple(any(0 <= o * stride + t * dilation - pad < size for o in range(out)) for t in range(taps))
+
+
+def tap_range(taps, size, out, stride, pad, dilation) -> tuple:
+    """(first, last + 1) of the useful taps along one axis; (0, 0) if none is."""
+    useful = useful_taps(taps, size, out, stride, pad, dilation)
+    if not any(useful):
+        return 0, 0
+    return useful.index(True), taps - useful[::-1].index(True)
 
 
 def column_blocks(windows: np.ndarray, out: np.ndarray):
@@ -102,9 +135,12 @@ def column_blocks(windows: np.ndarray, out: np.ndarray):
 
 
 # ---- the backward: the adjoints of conv2d_nhwc in x (dgrad) and in w (wgrad) --------------------
-# One BLAS matmul per window tap (r, s): tap (r, s) links output pixel (p, q) to input pixel
+# dgrad: one BLAS matmul per window tap (r, s): tap (r, s) links output pixel (p, q) to input pixel
 # (p*sh + r*dh - ph, q*sw + s*dw - pw), a strided slice of the zero-padded input. Per tap the
-# temporaries are (N*P*Q, C) at most, never the R*S times larger im2col matrix.
+# temporaries are (N*P*Q, C) at most, never the R*S times larger im2col matrix (an im2col form,
+# one GEMM then R*S strided adds, measured no faster: the adds dominate).
+# wgrad: the forward's im2col blocks, each one GEMM of depth N*P*Q (per tap, C = 3 at a network's
+# input made 49 GEMMs 3 wide).
 
 
 def _checked_out(out, shape, dtype, name):
@@ -133,6 +169,14 @@ def _tap_slices(i, j, p, q, stride, dilation):
     return (slice(i * dh, i * dh + sh * (p - 1) + 1, sh), slice(j * dw, j * dw + sw * (q - 1) + 1, sw))
 
 
+def _taps_reading_x(checked, hw, rs, pq):
+    """The window taps (i, j) that read x (not only padding) for some output pixel."""
+    (sh, sw), (ph, pw), (dh, dw) = checked.stride, checked.padding, checked.dilation
+    rows = useful_taps(rs[0], hw[0], pq[0], sh, ph, dh)
+    cols = useful_taps(rs[1], hw[1], pq[1], sw, pw, dw)
+    return [(i, j) for i in range(rs[0]) if rows[i] for j in range(rs[1]) if cols[j]]
+
+
 def conv2d_backward_data_nhwc(dy, w, x_shape, stride=1, padding=0, dilation=1, out=None) -> np.ndarray:
     """dx = the gradient of sum(conv2d_nhwc(x, w) * dy) with respect to x, of shape x_shape (N, H, W, C):
 
@@ -153,13 +197,12 @@ def conv2d_backward_data_nhwc(dy, w, x_shape, stride=1, padding=0, dilation=1, o
     compute = compute_dtype_for(dy.dtype)
     padded = np.zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=compute)
     dy_rows = np.ascontiguousarray(dy, dtype=compute).reshape(-1, k)  # (N*P*Q, K)
-    w_taps = np.ascontiguousarray(w.transpose(1, 2, 0, 3), dtype=compute)  # (R, S, K, C)
+    w = w.astype(compute, copy=False)     # w[:, i, j, :], (K, C) with a row stride: BLAS reads it so
     tap = np.empty((n * p * q, c), dtype=compute)
-    for i in range(r):
-        for j in range(s):
-            rows, cols = _tap_slices(i, j, p, q, checked.stride, checked.dilation)
-            np.matmul(dy_rows, w_taps[i, j], out=tap)
-            padded[:, rows, cols, :] += tap.reshape(n, p, q, c)
+    for i, j in _taps_reading_x(checked, (h, wd), (r, s), (p, q)):   # the others land in the padding
+        rows, cols = _tap_slices(i, j, p, q, checked.stride, checked.dilation)
+        np.matmul(dy_rows, w[:, i, j, :], out=tap)
+        padded[:, rows, cols, :] += tap.reshape(n, p, q, c)
     out[...] = padded[:, ph : ph + h, pw : pw + wd, :]
     return out
 
@@ -181,18 +224,19 @@ def conv2d_backward_filter_nhwc(x, dy, w_shape, stride=1, padding=0, dilation=1,
     out = _checked_out(out, (k, r, s, c), x.dtype, "dw")
 
     compute = compute_dtype_for(x.dtype)
-    if ph or pw:
-        padded = np.zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=compute)
-        padded[:, ph : ph + h, pw : pw + wd, :] = x
-    else:
-        padded = np.asarray(x, dtype=compute)
-    # (K, N*P*Q), contiguous: NumPy's matmul of a transposed view can miss BLAS (100x slower here)
-    dy_cols = np.ascontiguousarray(np.asarray(dy, dtype=compute).reshape(-1, k).T)
-    dw_taps = np.empty((r, s, k, c), dtype=compute)
-    for i in range(r):
-        for j in range(s):
-            rows, cols = _tap_slices(i, j, p, q, checked.stride, checked.dilation)
-            x_tap = padded[:, rows, cols, :].reshape(-1, c)  # (N*P*Q, C): a copy of this tap only
-            np.matmul(dy_cols, x_tap, out=dw_taps[i, j])
-    out[...] = dw_taps.transpose(2, 0, 1, 3)
+    # dw (K, R'*S'*C) = dy^T (K, N*P*Q) @ the im2col columns (N*P*Q, R'*S'*C): one GEMM per block
+    # of images, of depth N*P*Q, instead of one per tap of width C (C = 3 at a network's input)
+    windows, (i0, i1), (j0, j1) = _windows(x, r, s, (p, q), checked, compute)
+    rsc = (i1 - i0) * (j1 - j0) * c
+    dy = np.asarray(dy, dtype=compute)
+    dw = None
+    for cols, dy_block in column_blocks(windows, dy):
+        part = dy_block.reshape(-1, k).T @ cols.reshape(-1, rsc)   # (a transposed view: BLAS reads it)
+        if dw is None:
+            dw = part
+        else:
+            dw += part
+    if (i0, i1, j0, j1) != (0, r, 0, s):
+        out[...] = 0                                   # the taps that read padding only
+    out[:, i0:i1, j0:j1, :] = dw.reshape(k, i1 - i0, j1 - j0, c)
     return out

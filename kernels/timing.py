@@ -22,6 +22,19 @@ def time_host(fn, repeat: int = 7, number: int = 1) -> float:
     return statistics.median(rounds)
 
 
+def cpu_time(fn, repeat: int = 15) -> float:
+    """The least process CPU seconds (every thread's, time.process_time) of one call of fn() over
+    `repeat` calls, after a warm-up: on a machine whose cores other work shares, what a call
+    costs; a wall clock there counts the other work's time slices too."""
+    fn()
+    best = math.inf
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return best
+
+
 def burst_ms(fn, bursts: int = 7, burst: int = 10, warmup: int = 3) -> float:
     """Median milliseconds per call of fn() over `bursts` bursts of `burst` calls, after `warmup` calls."""
     import cupy

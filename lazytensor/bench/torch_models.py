@@ -1,6 +1,7 @@
 """The peers' networks in PyTorch, built to the structures of lazytensor's (lt.nn.vgg16_bn,
-lt.nn.resnet50, small_vgg), so the training benchmark times the same work on both sides: VGG's
-convolutions without bias and its classifier without Dropout, ResNet-50 as torchvision's v1.5.
+lt.nn.resnet18, lt.nn.resnet50, small_vgg), so the training benchmark times the same work on both
+sides: VGG's convolutions without bias and its classifier without Dropout, ResNet-18 as torchvision's
+(BasicBlock), ResNet-50 as torchvision's v1.5.
 Written out here so the benchmark needs torch alone, not torchvision. Imported only where torch is.
 """
 from __future__ import annotations
@@ -40,6 +41,26 @@ def small_vgg(torch, num_classes: int, widths=(16, 32)):
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, num_classes))
 
 
+def resnet18(torch, num_classes: int):
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, c_in, planes, stride):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(c_in, planes, 3, stride, 1, bias=False), nn.BatchNorm2d(planes), nn.ReLU(inplace=True),
+                nn.Conv2d(planes, planes, 3, 1, 1, bias=False), nn.BatchNorm2d(planes))
+            self.downsample = None
+            if stride != 1 or c_in != planes:
+                self.downsample = nn.Sequential(nn.Conv2d(c_in, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+        def forward(self, x):
+            skip = x if self.downsample is None else self.downsample(x)
+            return torch.relu(self.body(x) + skip)
+
+    return _resnet(torch, BasicBlock, (2, 2, 2, 2), 1, num_classes)
+
+
 def resnet50(torch, num_classes: int):
     nn = torch.nn
 
@@ -59,18 +80,27 @@ def resnet50(torch, num_classes: int):
             skip = x if self.downsample is None else self.downsample(x)
             return torch.relu(self.body(x) + skip)
 
+    return _resnet(torch, Bottleneck, (3, 4, 6, 3), 4, num_classes)
+
+
+def _resnet(torch, block, counts, expansion: int, num_classes: int):
+    """torchvision's stem (7x7 stride-2 conv, BN, ReLU, 3x3 stride-2 max pooling), the four stages of
+    `block`, global average pooling and the fc layer."""
+    nn = torch.nn
     layers, c = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
                  nn.MaxPool2d(3, 2, 1)], 64
-    for i, (planes, n) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3))):
+    for i, (planes, n) in enumerate(zip((64, 128, 256, 512), counts)):
         for j in range(n):
-            layers.append(Bottleneck(c, planes, 2 if (j == 0 and i > 0) else 1))
-            c = planes * 4
+            layers.append(block(c, planes, 2 if (j == 0 and i > 0) else 1))
+            c = planes * expansion
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, num_classes))
 
 
 def build(torch, name: str, px: int, num_classes: int):
     if name == "vgg16bn":
         return vgg16_bn(torch, num_classes, px)
+    if name == "resnet18":
+        return resnet18(torch, num_classes)
     if name == "resnet50":
         return resnet50(torch, num_classes)
     if name == "small_vgg":

@@ -17,8 +17,10 @@ torch.cuda.max_memory_allocated; for lazytensor, the high-water mark of its CuPy
 Every implementation runs SGD (momentum 0.9, weight decay 5e-4) on the same synthetic batch, and is
 timed with CUDA events over bursts of back-to-back steps (lazytensor.kernels.timing).
 
-CPU: small configurations (a VGG in miniature), lazytensor in float32 against PyTorch eager where
-torch imports; a smoke test of the suite more than a measurement.
+CPU: a VGG in miniature at batch 8 and ResNet-18 at 32 x 32 with batch 16, lazytensor in float32
+against PyTorch eager where torch imports, with its default threads and with one thread. Each is
+timed by its least process CPU time (all threads) over 15 steps: on a machine whose cores other
+work shares, the wall clock counts that work too (docs/design/training-step.md, "On the CPU").
 
 --dtype bfloat16 (CUDA; also --amp bfloat16) runs both sides in bfloat16 instead:
 lt.train_step(amp="bfloat16") against PyTorch's bfloat16 autocast (no GradScaler in any mode).
@@ -31,7 +33,7 @@ LAZYTENSOR_BENCH_ONLY=ResNet-50 runs only the configurations whose label contain
 LARS and LAMB rows (the configuration's label ends ", LARS" or ", LAMB"): the same step under
 lt.optim.LARS (momentum 0.9, weight decay 5e-4, trust coefficient 0.001) or lt.optim.LAMB (lr 1e-3,
 weight decay 0.01), against PyTorch peers running the same rules written in torch ops
-(lazytensor.bench.torch_layerwise), eager and, on CUDA, whole-step CUDA graph; on CUDA for the first
+(lazytensor.bench.torch_layerwise), eager and, on CUDA, whole-step CUDA graph; for the first
 configuration only. LAZYTENSOR_BENCH_OPTIMIZERS=SGD,LARS,LAMB (the default) chooses them.
 LAZYTENSOR_BENCH_REGIONS=0 updates lazytensor's parameters one by one instead of over regions
 (lazytensor.nn.regions); the row's note gives the steps per call and which.
@@ -48,7 +50,7 @@ import numpy as np
 
 CUDA_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 512), ("VGG16-BN", "vgg16bn", 224, 64),
                 ("ResNet-50", "resnet50", 224, 128))
-CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8),)
+CPU_CONFIGS = (("small VGG", "small_vgg", 32, 8), ("ResNet-18", "resnet18", 32, 16))
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
 LAZYTENSOR = "lazytensor lt.train_step"
 FLOAT32_CONFIGS = (("VGG16-BN", "vgg16bn", 32, 128), ("ResNet-50", "resnet50", 224, 64))
@@ -75,8 +77,8 @@ def quick() -> bool:
 def _seconds_per_step(device: str):
     """A timer of one step: CUDA events over bursts on the GPU, host time on the CPU."""
     if device == "cpu":
-        from lazytensor.kernels.timing import time_host
-        return lambda fn: time_host(fn, repeat=2 if quick() else 5)
+        from lazytensor.kernels.timing import cpu_time
+        return lambda fn: cpu_time(fn, repeat=2 if quick() else 15)
     from lazytensor.kernels.timing import burst_ms
     if quick():
         return lambda fn: burst_ms(fn, bursts=1, burst=2, warmup=1) * 1e-3
@@ -147,19 +149,24 @@ def lazytensor_row(config, name, px, batch, device, timer, amp=None, optimizer="
 
 def torch_rows(torch, config, name, px, batch, device, timer, amp=None, optimizer="SGD") -> list:
     """PyTorch eager, whole-step CUDA graph and torch.compile (CUDA; LARS and LAMB: eager and CUDA
-    graph); eager alone on the CPU."""
-    modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager",)
+    graph); on the CPU eager, with torch's default threads and with one."""
+    modes = ("eager", "CUDA graph", "torch.compile") if device == "cuda" else ("eager", "eager, 1 thread")
     if optimizer != "SGD":
         modes = modes[:2]
     amp = _amp(device, amp)
     label = ("float32 " if device == "cuda" else "") if amp is None else "AMP " if amp == "float16" else f"AMP {amp} "
     rows = []
     for mode in modes:
+        threads = torch.get_num_threads()
         try:
-            seconds, peak = _torch_mode(torch, mode, name, px, batch, device, timer, amp, optimizer)
+            if mode.endswith("1 thread"):
+                torch.set_num_threads(1)
+            seconds, peak = _torch_mode(torch, mode.split(",")[0], name, px, batch, device, timer, amp, optimizer)
             rows.append(Row(config, f"PyTorch {label}{mode}", batch / seconds, peak))
         except Exception as exc:     # a peer that fails is reported, not fatal to the run
             rows.append(Row(config, f"PyTorch {mode}", None, None, f"failed: {type(exc).__name__}: {exc}"[:200]))
+        finally:
+            torch.set_num_threads(threads)
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -246,13 +253,18 @@ def run_train_bench(print_fn=print, device: str = "cpu", dtype: str | None = Non
         raise ValueError(f"the train suite runs {', '.join(DTYPES)}; got {dtype!r}")
     amp = dtype
     timer = _seconds_per_step(device)
+    # lazytensor's CPU backend sets OMP_WAIT_POLICY=PASSIVE, which OpenMP reads once, when loaded:
+    # imported before torch, torch's OpenMP and numba's read it alike. Imported after, torch's pool
+    # spins and numba's parallel launches wait for descheduled spinners (measured on 2 busy cores:
+    # the small VGG's step 8.7 ms of CPU against 5.1, ResNet-18's 175 against 72)
+    import lazytensor.kernels.cpu.backend  # noqa: F401
     torch = _torch(device)
     rows = []
     configs = CPU_CONFIGS if device != "cuda" else FLOAT32_CONFIGS if dtype == "float32" else CUDA_CONFIGS
     only = os.environ.get("LAZYTENSOR_BENCH_ONLY", "")
     optimizers = _optimizers()
     runs = [(c, opt) for c in configs for opt in optimizers
-            if opt == "SGD" or device != "cuda" or c is configs[0]]     # CUDA: LARS, LAMB on the first
+            if opt == "SGD" or c is configs[0]]     # LARS, LAMB on the first configuration
     for (config, name, px, batch), opt in runs:
         label = f"{config} {px}x{px}, batch {batch}" + ("" if opt == "SGD" else f", {opt}")
         if only not in label:
@@ -322,5 +334,6 @@ def render(rows: list, device: str, torch, amp: str | None = "float16") -> str:
             notes.append("PyTorch CUDA graph mode: float16 autocast without GradScaler (not capturable)")
         notes.append("PyTorch: torch.backends.cudnn.benchmark = " + ("False (quick)" if quick() else "True in every mode"))
     else:
-        notes.append("CPU: float32, no AMP; peak memory is not measured per implementation on the CPU")
+        notes.append("CPU: float32, no AMP; img/s from the least process CPU time (all threads) of a step over "
+                     f"{2 if quick() else 15}; peak memory is not measured per implementation on the CPU")
     return "\n".join(out + [""] + notes)

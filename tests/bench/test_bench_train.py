@@ -16,6 +16,8 @@ def test_the_cpu_suite_runs_quickly(monkeypatch, capsys):
     assert "lazytensor training-step benchmark on cpu (quick: a few steps, not a measurement)" in out
     row = next(line for line in out.splitlines() if line.startswith("| small VGG 32x32, batch 8 | lazytensor"))
     assert float(row.split("|")[3].replace(",", "")) > 0
+    row = next(line for line in out.splitlines() if line.startswith("| ResNet-18 32x32, batch 16 | lazytensor"))
+    assert float(row.split("|")[3].replace(",", "")) > 0
     for rule in ("LARS", "LAMB"):       # the layerwise rules' rows, their parameters in one region
         row = next(line for line in out.splitlines() if line.startswith(f"| small VGG 32x32, batch 8, {rule} | lazytensor"))
         assert float(row.split("|")[3].replace(",", "")) > 0
@@ -66,7 +68,8 @@ def test_the_table_gives_lazytensors_speed_up_over_each_peer():
     assert "torch does not import" in render(rows[:1], "cuda", torch=None)
 
 
-@pytest.mark.parametrize("name, px, classes", [("small_vgg", 32, 10), ("vgg16bn", 32, 10), ("resnet50", 224, 1000)])
+@pytest.mark.parametrize("name, px, classes", [("small_vgg", 32, 10), ("vgg16bn", 32, 10), ("resnet18", 32, 10),
+                                                  ("resnet50", 224, 1000)])
 def test_the_torch_peers_have_lazytensors_parameters(name, px, classes):
     torch = pytest.importorskip("torch")
     from lazytensor.bench.torch_models import build

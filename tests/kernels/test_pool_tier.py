@@ -49,6 +49,7 @@ def test_the_numpy_twin_gives_numba_s_bits(case, kind):
     pool_numpy.pool_forward(kind, x, kernel, stride, padding, y_twin)
     assert y_twin.tobytes() == y_numba.tobytes()
     g = rng.standard_normal(y_numba.shape).astype(x.dtype)
+    g[rng.random(g.shape) < 0.2] = -0.0                          # a gradient's sign of zero: the sums' +0.0
     source = x if kind == "max" else None
     d_numba, d_twin = (np.full(x.shape, 7, x.dtype) for _ in range(2))
     pool.pool_backward(kind, source, g, kernel, stride, padding, d_numba)

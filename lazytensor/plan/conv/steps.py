@@ -6,6 +6,7 @@ from __future__ import annotations
 from lazytensor.cbr import finalize_cpu, finalize_numpy
 from lazytensor.cbr.conv_cpu import conv2d_backward_data_nhwc, conv2d_backward_filter_nhwc, conv2d_nhwc
 from lazytensor.kernels.config import config, host_or_raise
+from lazytensor.kernels.cpu.blas_threads import single_threaded_blas
 from lazytensor.plan.conv import saved_results
 from lazytensor.plan.steps import Learned, Step, first_refusal
 
@@ -77,7 +78,8 @@ class Conv2dStep(Step):
             return
         a = self.attrs
         if self.path == "cpu":
-            conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
+            with single_threaded_blas():
+                conv2d_nhwc(self.x, self.w, a.stride, a.padding, a.dilation, out=self.out)
             return
         why = self._rejection()
         if self.path.startswith("cudnn") and why is None:
@@ -276,9 +278,15 @@ _KINDS = {
 }
 
 
+# kind -> how the CPU computes it (cbr/conv_cpu.py)
+_CPU_HOW = {"dgrad": "one BLAS matmul per window tap",
+            "wgrad": "im2col + one BLAS matmul per block of images"}
+
+
 class ConvBackwardStep(Step):
     """dgrad (a = dy, b = w, out = dx) or wgrad (a = x, b = dy, out = dw): a cuDNN graph on CUDA,
-    per-tap BLAS on the CPU or on the host. `x_shape`/`w_shape` are the forward conv's."""
+    BLAS on the CPU or on the host (dgrad per window tap, wgrad over im2col columns).
+    `x_shape`/`w_shape` are the forward conv's."""
     __slots__ = ("backend", "kind", "a", "b", "x_shape", "w_shape", "attrs", "out", "path", "note", "built", "tf32")
     # (kind, x shape, w shape, dtype, tf32, attrs) -> why cuDNN rejected the graph: with
     # lt.config.allow_host run on the host, else UnsupportedOnDevice
@@ -305,7 +313,8 @@ class ConvBackwardStep(Step):
             return
         _, graph_kind, cpu_function = _KINDS[self.kind]
         if self.path == "cpu":
-            cpu_function(*self._args(self.a, self.b), out=self.out)
+            with single_threaded_blas():
+                cpu_function(*self._args(self.a, self.b), out=self.out)
             return
         if self.path == "cudnn":
             why = self.rejected.get(self._key())
@@ -341,11 +350,12 @@ class ConvBackwardStep(Step):
 
     def describe(self, source: bool = True) -> str:
         what, graph_kind, _ = _KINDS[self.kind]
+        cpu_how = _CPU_HOW[self.kind]
         if self.path == "cpu":
-            how = "one BLAS matmul per window tap (NumPy)"
+            how = f"{cpu_how} (NumPy)"
         elif self._on_host():
             why = self.rejected.get(self._key())
-            how = "on the host (lt.config.allow_host): one BLAS matmul per window tap, copied back to the device"
+            how = f"on the host (lt.config.allow_host): {cpu_how}, copied back to the device"
             if why is not None:
                 how += f" (cuDNN rejected the {graph_kind} graph: {why})"
         else:

@@ -87,7 +87,7 @@ def test_strided_operands_and_destination_and_fusion_above():
     np.testing.assert_allclose(big.numpy()[::2], ref, rtol=1e-5, atol=1e-4)
     assert (big.numpy()[1::2] == 0).all()
     plan = lt.explain(node * 3.0 + 1.0, source=False)
-    assert "ConvBackward on cpu, wgrad" in plan and "one BLAS matmul per window tap" in plan
+    assert "ConvBackward on cpu, wgrad" in plan and "im2col + one BLAS matmul per block of images" in plan
     # the copy of the transposed x, the step, then one fused kernel
     assert "plan: 3 steps" in plan and "contiguous copy for the convolution" in plan
 
