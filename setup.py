@@ -1,7 +1,11 @@
-"""The one compiled module: the node builders in C (lazytensor/core/_nodes.c). Everything else is in
-pyproject.toml. The extension is optional: where it cannot be compiled (no C compiler or no Python
-headers), lazytensor installs and runs with the Python builders, and says so
-(`python -m lazytensor bench --suite interactive`; tests/core/test_compiled_nodes.py requires it)."""
+"""The compiled modules: the node builders in C (lazytensor/core/_nodes.c) and the interpreter tier's
+inner-loop runner (kernels/cpu/_ufunc_loops.c). Everything else is in pyproject.toml. Both are
+optional: where they cannot be compiled (no C compiler or no Python headers), lazytensor installs
+and runs with the Python builders and runners, and says so (`python -m lazytensor bench --suite
+interactive`; tests/core/test_compiled_nodes.py requires the first)."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("lazytensor.core._nodes", ["lazytensor/core/_nodes.c"], optional=True)])
+setup(ext_modules=[
+    Extension("lazytensor.core._nodes", ["lazytensor/core/_nodes.c"], optional=True),
+    Extension("lazytensor.kernels.cpu._ufunc_loops", ["kernels/cpu/_ufunc_loops.c"], optional=True),
+])
