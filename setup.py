@@ -1,6 +1,7 @@
-"""The compiled modules: the node builders in C (lazytensor/core/_nodes.c) and the interpreter tier's
-inner-loop runner (kernels/cpu/_ufunc_loops.c). Everything else is in pyproject.toml. Both are
-optional: where they cannot be compiled (no C compiler or no Python headers), lazytensor installs
+"""The compiled modules: the node builders in C (lazytensor/core/_nodes.c), the interpreter tier's
+inner-loop runner (kernels/cpu/_ufunc_loops.c) and the assignment's path to it
+(lazytensor/assign/_direct_path.c). Everything else is in pyproject.toml. Both are
+optional: where one cannot be compiled (no C compiler or no Python headers), lazytensor installs
 and runs with the Python builders and runners, and says so (`python -m lazytensor bench --suite
 interactive`; tests/core/test_compiled_nodes.py requires the first)."""
 from setuptools import Extension, setup
@@ -8,4 +9,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("lazytensor.core._nodes", ["lazytensor/core/_nodes.c"], optional=True),
     Extension("lazytensor.kernels.cpu._ufunc_loops", ["kernels/cpu/_ufunc_loops.c"], optional=True),
+    Extension("lazytensor.assign._direct_path", ["lazytensor/assign/_direct_path.c"], optional=True),
 ])
