@@ -253,3 +253,25 @@ def test_a_compiled_kernel_takes_over_from_the_c_path():
         y[...] = a * 4 - 1
     assert y.numpy().tolist() == (x * 4 - 1).tolist()
     assert p.kernels and p.kernels[0].name != "interpreter"
+
+
+def test_threads_assigning_one_structure_get_their_own_values():
+    import threading
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(300).astype(np.float32) for _ in range(8)]
+    errors = []
+    with interpreter_tier():
+        def work(k):
+            a, b = lt.asarray(xs[2 * k]), lt.asarray(xs[2 * k + 1])
+            y = lt.empty_like(a)
+            want = (xs[2 * k] * xs[2 * k + 1] + 2).tobytes()
+            for _ in range(200):
+                y[...] = a * b + 2
+                if y.numpy().tobytes() != want:
+                    errors.append(k)
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
