@@ -275,3 +275,26 @@ def test_threads_assigning_one_structure_get_their_own_values():
         for t in threads:
             t.join()
     assert not errors
+
+
+def test_a_closed_compile_or_a_new_kernel_cache_ends_the_c_path(run_flat_calls):
+    x = np.arange(12, dtype=np.float32)
+    a = lt.asarray(x)
+    y = lt.empty_like(a)
+    backend = lt.asarray(x).backend
+    for _ in range(3):
+        y[...] = a * 5 + 2
+    kept = len(run_flat_calls)
+    y[...] = a * 5 + 2
+    assert len(run_flat_calls) == kept              # (the C path)
+    for runner, flag, *_ in list(backend._flat_kernels[3].values()):
+        flag[0] = False                             # as when the kernel arrived, failed or was lost
+    y[...] = a * 5 + 2
+    assert len(run_flat_calls) == kept + 1 and y.numpy().tolist() == (x * 5 + 2).tolist()
+    kept = len(run_flat_calls)
+    for _ in range(3):
+        y[...] = a * 5 + 2          # (that call made a new runner: its loops, then the C path again)
+    assert len(run_flat_calls) == kept + 1
+    backend.kernels = type(backend.kernels)()       # a new kernel cache: new flat lookups
+    y[...] = a * 5 + 2
+    assert len(run_flat_calls) == kept + 2 and y.numpy().tolist() == (x * 5 + 2).tolist()
