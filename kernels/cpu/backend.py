@@ -254,13 +254,14 @@ class CpuBackend(Backend):
 
     def loops_entry(self, program, out):
         """Where a flat runner with NumPy's inner loops serves run_flat's calls of this program
-        into arrays of out's shape: (the flat lookups, the kernels' key, the runners' key, the
-        runner's entry), what lazytensor.assign's C path checks on each call; else None."""
+        into arrays of out's shape: (the key of its compiled kernels in the flat lookups, the key
+        of its runner), which lazytensor.assign's C path looks up on each call, as run_flat does;
+        else None."""
         flat = self._flat_kernels
         entry = flat[3].get((program, out.shape))
         if entry is None or not entry[0].loops or flat[0] is not self.kernels:
             return None
-        return flat, (program, out.ndim), (program, out.shape), entry
+        return (program, out.ndim), (program, out.shape)
 
     def _run_flat_interpreted(self, program, out, inputs, scalars) -> bool:
         """A later call of a program the interpreter tier served on flat operands of this shape,

@@ -8,7 +8,8 @@
  * value not an unevaluated Expr, readers of y's memory, a structure not kept here, a compiled
  * kernel arrived, a profile, a changed tier setting, new scalar objects, an array the loops
  * refuse) goes to the Python setitem it wraps, before anything is written. lazytensor/assign/
- * direct.py keeps an entry here after the Python path served a call through such a runner.
+ * direct.py keeps an entry here (by the node's and destination's structure ids and the shape)
+ * after the Python path served a call through such a runner.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -82,21 +83,23 @@ setup(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* keep(node skey, dest skey, (direct._known's key, its value (program, backend), the backend's flat
- * lists, its kernels' key, its runners' key, the runner's entry)) */
+/* keep(node skey, dest skey, dest shape, (direct._known's key, its value (program, backend), the
+ * backend's key of compiled kernels (program, ndim), its key of runners (program, shape))). An entry
+ * holds no runner nor lookup table: each call finds the backend's current ones, as run_flat does,
+ * so a runner the backend dropped (FlatRunners' bounds) is freed. */
 static PyObject *
 keep(PyObject *module, PyObject *args)
 {
-    PyObject *node_key, *dest_key, *entry;
-    if (!ready || !PyArg_ParseTuple(args, "OOO!", &node_key, &dest_key, &PyTuple_Type, &entry)
-        || PyTuple_GET_SIZE(entry) != 6 || !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 1))
-        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 5))
-        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 5)) < 3) {
+    PyObject *node_key, *dest_key, *shape, *entry;
+    if (!ready || !PyArg_ParseTuple(args, "OOO!O!", &node_key, &dest_key, &PyTuple_Type, &shape,
+                                    &PyTuple_Type, &entry)
+        || PyTuple_GET_SIZE(entry) != 4 || !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 1))
+        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) != 2) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "keep(node skey, dest skey, a 6-tuple), after setup()");
+            PyErr_SetString(PyExc_TypeError, "keep(node skey, dest skey, dest shape, a 4-tuple), after setup()");
         return NULL;
     }
-    PyObject *key = PyTuple_Pack(2, node_key, dest_key);
+    PyObject *key = PyTuple_Pack(3, node_key, dest_key, shape);
     if (key == NULL)
         return NULL;
     if (PyDict_GET_SIZE(entries) >= MAX_ENTRIES)
@@ -170,7 +173,7 @@ fast_assign(PyObject *dest, PyObject *key, PyObject *value)
     if (listeners == NULL || !PyList_CheckExact(listeners) || PyList_GET_SIZE(listeners) != 0)
         return PyErr_Occurred() ? -1 : 0;
     /* the entry kept for this structure, still the backend's */
-    PyObject *k = PyTuple_Pack(2, SLOT(value, E.skey), SLOT(dest, T_skey));
+    PyObject *k = PyTuple_Pack(3, SLOT(value, E.skey), SLOT(dest, T_skey), shape);
     if (k == NULL)
         return -1;
     PyObject *entry = PyDict_GetItemWithError(entries, k);
@@ -180,11 +183,11 @@ fast_assign(PyObject *dest, PyObject *key, PyObject *value)
     Py_INCREF(entry);           /* (the checks below run Python code: attribute reads, __eq__) */
     int done = -1;
     PyObject *known_key = PyTuple_GET_ITEM(entry, 0), *known_value = PyTuple_GET_ITEM(entry, 1);
-    PyObject *backend = PyTuple_GET_ITEM(known_value, 1), *flat = PyTuple_GET_ITEM(entry, 2);
-    PyObject *kernels_key = PyTuple_GET_ITEM(entry, 3), *runners_key = PyTuple_GET_ITEM(entry, 4);
-    PyObject *runner_entry = PyTuple_GET_ITEM(entry, 5);
+    PyObject *backend = PyTuple_GET_ITEM(known_value, 1), *flat = NULL;
+    PyObject *kernels_key = PyTuple_GET_ITEM(entry, 2), *runners_key = PyTuple_GET_ITEM(entry, 3);
+    PyObject *runner_entry;
     PyObject *current = NULL, *kernels = NULL, *loops = NULL, *last = NULL, *values = NULL, *out = NULL;
-    PyObject *inputs = NULL, *call = NULL, *version = NULL;
+    PyObject *inputs = NULL, *call = NULL, *version = NULL, *held = NULL;
     /* direct.assign's program and backend for this structure still the ones kept */
     PyObject *now_known = PyDict_GetItemWithError(known, known_key);
     if (now_known != known_value) {
@@ -195,7 +198,8 @@ fast_assign(PyObject *dest, PyObject *key, PyObject *value)
     if (current == NULL)
         goto finish;
     done = 0;
-    if (current != flat || !PyList_CheckExact(flat) || PyList_GET_SIZE(flat) != 4)
+    flat = current;
+    if (!PyList_CheckExact(flat) || PyList_GET_SIZE(flat) != 4)
         goto finish;
     if ((kernels = PyObject_GetAttr(backend, s_kernels)) == NULL) {
         done = -1;
@@ -206,9 +210,12 @@ fast_assign(PyObject *dest, PyObject *key, PyObject *value)
         goto finish;
     /* no compiled kernel kept for this program and rank; this runner still kept, its compile open
      * and the tier's settings as when it was made */
-    if (PyDict_GetItemWithError(PyList_GET_ITEM(flat, 1), kernels_key) != NULL || PyErr_Occurred()
-        || PyDict_GetItemWithError(PyList_GET_ITEM(flat, 3), runners_key) != runner_entry || PyErr_Occurred())
-        goto finish;
+    if (PyDict_GetItemWithError(PyList_GET_ITEM(flat, 1), kernels_key) != NULL || PyErr_Occurred())
+        goto error_or_finish;
+    runner_entry = PyDict_GetItemWithError(PyList_GET_ITEM(flat, 3), runners_key);
+    if (runner_entry == NULL || !PyTuple_CheckExact(runner_entry) || PyTuple_GET_SIZE(runner_entry) < 3)
+        goto error_or_finish;
+    held = Py_NewRef(runner_entry);     /* (the checks below may run Python code) */
     PyObject *flag = PyTuple_GET_ITEM(runner_entry, 1), *marks = PyTuple_GET_ITEM(runner_entry, 2);
     if (!PyList_CheckExact(flag) || PyList_GET_SIZE(flag) < 1 || PyList_GET_ITEM(flag, 0) != Py_True
         || !PyTuple_CheckExact(marks) || PyTuple_GET_SIZE(marks) != 2)
@@ -288,6 +295,9 @@ fast_assign(PyObject *dest, PyObject *key, PyObject *value)
     version = NULL;
     done = 1;
     goto finish;
+error_or_finish:
+    done = PyErr_Occurred() ? -1 : 0;
+    goto finish;
 error:
     done = -1;
 finish:
@@ -299,6 +309,7 @@ finish:
     Py_XDECREF(out);
     Py_XDECREF(inputs);
     Py_XDECREF(call);
+    Py_XDECREF(held);
     Py_DECREF(entry);
     return done;
 }

@@ -74,7 +74,7 @@ def assign(node, dest):
             served = getattr(backend, "loops_entry", None)
             entry = served and served(program, dest.data)
             if entry is not None:
-                _direct_path.keep(node.skey, dest.skey, (key, known, *entry))
+                _direct_path.keep(node.skey, dest.skey, dest.shape, (key, known, *entry))
         return ()
     step = steps.FusedElementwise(backend, program, dest.data, arrays, list(node.scalars))
     step.run()

@@ -298,3 +298,23 @@ def test_a_closed_compile_or_a_new_kernel_cache_ends_the_c_path(run_flat_calls):
     backend.kernels = type(backend.kernels)()       # a new kernel cache: new flat lookups
     y[...] = a * 5 + 2
     assert len(run_flat_calls) == kept + 2 and y.numpy().tolist() == (x * 5 + 2).tolist()
+
+
+def test_a_runner_the_backend_dropped_is_not_held_by_the_c_path(run_flat_calls):
+    import gc
+    import weakref
+    x = np.arange(20, dtype=np.float32)
+    a = lt.asarray(x)
+    y = lt.empty_like(a)
+    backend = a.backend
+    for _ in range(3):
+        y[...] = a * 7 - 3
+    (runner, *_), = backend._flat_kernels[3].values()
+    alive = weakref.ref(runner.busy)
+    del runner
+    backend._flat_kernels[3].clear()                # (as FlatRunners' bounds drop every runner)
+    kept = len(run_flat_calls)
+    y[...] = a * 7 - 3
+    assert len(run_flat_calls) == kept + 1 and y.numpy().tolist() == (x * 7 - 3).tolist()
+    gc.collect()
+    assert alive() is None
