@@ -318,3 +318,22 @@ def test_a_runner_the_backend_dropped_is_not_held_by_the_c_path(run_flat_calls):
     assert len(run_flat_calls) == kept + 1 and y.numpy().tolist() == (x * 7 - 3).tolist()
     gc.collect()
     assert alive() is None
+
+
+def test_a_read_only_destination_of_a_kept_structure_raises_as_before():
+    x = np.arange(6, dtype=np.float32)
+    with interpreter_tier():
+        a = lt.asarray(x)
+        y = lt.empty_like(a)
+        for _ in range(3):
+            y[...] = a * 2 + 1
+        frozen = np.zeros(6, np.float32)
+        frozen.flags.writeable = False
+        r = lt.asarray(frozen)
+        with pytest.raises(Exception) as caught:
+            r[...] = a * 2 + 1
+        with python_paths(pytest.MonkeyPatch()):
+            with pytest.raises(type(caught.value)) as python_caught:
+                r[...] = a * 2 + 1
+        assert str(caught.value) == str(python_caught.value)
+        assert not frozen.any()
