@@ -215,7 +215,8 @@ class CpuBackend(Backend):
         """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
         shape (flat layout; lazytensor.assign.direct), and scalars that are Const values: the compiled
         kernel is called without the layout tests, and on small arrays through its compiled entry
-        (numba_entry). A kernel not compiled yet, float16 operands or a profile take run_elementwise."""
+        (numba_entry). A kernel not compiled yet, float16 operands or a profile take run_elementwise.
+        True where a flat runner's loops served the call (lazytensor.assign's C path may keep it)."""
         flat = self._flat_kernels
         kernel = entry = None
         if flat[0] is self.kernels:
@@ -233,7 +234,7 @@ class CpuBackend(Backend):
                 runner = flat[3].get((program, out.shape))
                 if runner is not None and runner[1][0] and not launch_log.listeners and runner[2] == tier_marks():
                     if runner[0].run(out, inputs, scalars):
-                        return
+                        return bool(runner[0].loops)    # (served by NumPy's loops: loops_entry)
                 elif self._run_flat_interpreted(program, out, inputs, scalars):
                     return
         if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):

@@ -67,12 +67,11 @@ def assign(node, dest):
         # built for one assignment (`y[...] = f(x)` in a loop), and binding a step's launch costs
         # more than the launch's own preparation. The second assignment of the same node binds the
         # step, which it then keeps.
-        backend.run_flat(program, dest.data, arrays, node.scalars)
+        by_loops = backend.run_flat(program, dest.data, arrays, node.scalars)
         if binds:
             node.last_plan = ASSIGNED_ONCE
-        elif _direct_path is not None:
-            served = getattr(backend, "loops_entry", None)
-            entry = served and served(program, dest.data)
+        elif by_loops and _direct_path is not None:
+            entry = backend.loops_entry(program, dest.data)
             if entry is not None:
                 _direct_path.keep(node.skey, dest.skey, dest.shape, (key, known, *entry))
         return ()
