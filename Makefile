@@ -7,19 +7,19 @@ PIP    := PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(PY) -m pip
 
 .PHONY: demo test test-clients bench clean array-api docs
 
-$(VENV)/.installed-base: pyproject.toml setup.py lazytensor/core/_nodes.c lazytensor/core/_address.c
+$(VENV)/.installed-base: pyproject.toml setup.py lazytensor/core/_nodes.c lazytensor/core/_address.c kernels/cpu/_ufunc_loops.c lazytensor/assign/_direct_path.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml setup.py lazytensor/core/_nodes.c lazytensor/core/_address.c
+$(VENV)/.installed-test: pyproject.toml setup.py lazytensor/core/_nodes.c lazytensor/core/_address.c kernels/cpu/_ufunc_loops.c lazytensor/assign/_direct_path.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'
 	touch $(VENV)/.installed-base $@
 
-$(VENV)/.installed-docs: pyproject.toml setup.py lazytensor/core/_nodes.c lazytensor/core/_address.c
+$(VENV)/.installed-docs: pyproject.toml setup.py lazytensor/core/_nodes.c lazytensor/core/_address.c kernels/cpu/_ufunc_loops.c lazytensor/assign/_direct_path.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[docs]'

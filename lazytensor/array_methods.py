@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from lazytensor.assign import own_memory
+from lazytensor.assign.direct import c_setitem
 from lazytensor.assign.own_memory import memory_for_writes
 from lazytensor.assign.small_io import inplace_scalar, write_scalar, written_back
 from lazytensor.assign.evaluate import (assign as _assign, evaluate, item as _item, result_of, to_numpy,
@@ -451,7 +452,7 @@ OPERAND_METHODS = {
 }
 
 TENSOR_METHODS = {
-    "__setitem__": setitem, "assign": assign,
+    "__setitem__": c_setitem(setitem), "assign": assign,
     "__iadd__": iadd, "__isub__": isub, "__imul__": imul, "__itruediv__": itruediv,
     "__ifloordiv__": ifloordiv, "__imod__": imod, "__ipow__": ipow, "__iand__": iand, "__ior__": ior,
     "__ixor__": ixor, "__ilshift__": ilshift, "__irshift__": irshift,

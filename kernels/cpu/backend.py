@@ -215,7 +215,8 @@ class CpuBackend(Backend):
         """run_elementwise for operands the caller knows to be C-contiguous and aligned with out's
         shape (flat layout; lazytensor.assign.direct), and scalars that are Const values: the compiled
         kernel is called without the layout tests, and on small arrays through its compiled entry
-        (numba_entry). A kernel not compiled yet, float16 operands or a profile take run_elementwise."""
+        (numba_entry). A kernel not compiled yet, float16 operands or a profile take run_elementwise.
+        True where a flat runner's loops served the call (lazytensor.assign's C path may keep it)."""
         flat = self._flat_kernels
         kernel = entry = None
         if flat[0] is self.kernels:
@@ -233,7 +234,7 @@ class CpuBackend(Backend):
                 runner = flat[3].get((program, out.shape))
                 if runner is not None and runner[1][0] and not launch_log.listeners and runner[2] == tier_marks():
                     if runner[0].run(out, inputs, scalars):
-                        return
+                        return bool(runner[0].loops)    # (served by NumPy's loops: loops_entry)
                 elif self._run_flat_interpreted(program, out, inputs, scalars):
                     return
         if kernel is not None and not kernel.f16 and not launch_log.listeners and not _may_stream(kernel, out, inputs):
@@ -251,6 +252,17 @@ class CpuBackend(Backend):
                     flat[2][key] = never_streams and compiled_entry(fn, args)
                 return
         self.run_elementwise(program, out, list(inputs), list(scalars))
+
+    def loops_entry(self, program, out):
+        """Where a flat runner with NumPy's inner loops serves run_flat's calls of this program
+        into arrays of out's shape: (the key of its compiled kernels in the flat lookups, the key
+        of its runner), which lazytensor.assign's C path looks up on each call, as run_flat does;
+        else None."""
+        flat = self._flat_kernels
+        entry = flat[3].get((program, out.shape))
+        if entry is None or not entry[0].loops or flat[0] is not self.kernels:
+            return None
+        return (program, out.ndim), (program, out.shape)
 
     def _run_flat_interpreted(self, program, out, inputs, scalars) -> bool:
         """A later call of a program the interpreter tier served on flat operands of this shape,

@@ -4,10 +4,21 @@ Design: docs/design/plans.md, section "lazytensor/assign/direct.py".
 """
 from __future__ import annotations
 
+import os
+
+from lazytensor.core.expr import RESULTS, Expr
 from lazytensor.core.memory import owner
+from lazytensor.core.readers import Memory
+from lazytensor.core.tensor import Tensor
+from lazytensor.kernels import launch_log, tier
 from lazytensor.kernels.backend import backend_for
 from lazytensor.plan import steps
 from lazytensor.plan.lower import tree_program
+
+try:        # `y[...] = e` of the structures a flat runner's loops serve, in C
+    from lazytensor.assign import _direct_path
+except ImportError:
+    _direct_path = None
 
 
 def flat_of(t) -> tuple:
@@ -56,9 +67,13 @@ def assign(node, dest):
         # built for one assignment (`y[...] = f(x)` in a loop), and binding a step's launch costs
         # more than the launch's own preparation. The second assignment of the same node binds the
         # step, which it then keeps.
-        backend.run_flat(program, dest.data, arrays, node.scalars)
+        by_loops = backend.run_flat(program, dest.data, arrays, node.scalars)
         if binds:
             node.last_plan = ASSIGNED_ONCE
+        elif by_loops and _direct_path is not None:
+            entry = backend.loops_entry(program, dest.data)
+            if entry is not None:
+                _direct_path.keep(node.skey, dest.skey, dest.shape, (key, known, *entry))
         return ()
     step = steps.FusedElementwise(backend, program, dest.data, arrays, list(node.scalars))
     step.run()
@@ -100,3 +115,13 @@ def flat_operands(node, dest):
     if n > 1 and (leaves[0] is leaves[1] if n == 2 else len(set(leaves)) != n):
         return "a tensor is read twice (the program is found by a walk of the DAG)"
     return arrays
+
+
+def c_setitem(setitem):
+    """Tensor.__setitem__: `setitem`, behind the C path of the structures kept above (where the
+    extension is compiled and this Python has the environment's data dict tier.tier_marks reads)."""
+    keys = getattr(tier, "_MARK_KEYS", None)
+    if _direct_path is None or keys is None or os.environ.get("LAZYTENSOR_PYTHON_NODES", "") not in ("", "0"):
+        return setitem
+    _direct_path.setup(Expr, Tensor, Memory, RESULTS, _known, vars(steps), vars(launch_log), tier._data, keys, "cpu")
+    return _direct_path.Setitem(setitem)

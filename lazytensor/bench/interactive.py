@@ -3,6 +3,8 @@
 - A size sweep, 2^10 to 2^24 float32, of `y[...] = relu((a + b) * c + 5 * d)` with the expression
   built on every call, against NumPy eager in the same run (targets: at most 1.2x NumPy at 2^10,
   level by 2^12, at least 3x faster from 2^20).
+- The same line's steady calls in the interpreter tier (forced), 1 to 2^16 elements, against NumPy
+  (target: at most 1.2x).
 - `float(a.sum())` on 1k elements against NumPy (target: at most 2x).
 - Building one node (`a + b`), and per node of the 5-op expression above.
 - Each target with its figure and pass or MISS.
@@ -78,6 +80,41 @@ def _sweep(table: Table) -> list:
             cpu = c_np / c_lt
         verdicts.append((p, t_np / t_lt, cpu))
     return verdicts
+
+
+def interpreter_rows(print_fn=print, sizes=(0, 6, 10, 12, 16)) -> dict:
+    """The interpreter tier's steady calls (the tier forced, a fresh kernel cache: the runners'
+    loops and the assignment's C path, as while a kernel compiles) against NumPy, CPU time, the
+    least of 31 rounds taken in turns. -> {p: lazytensor's time over NumPy's}."""
+    from lazytensor.kernels.backend import backend_for
+    from lazytensor.kernels.cache import KernelCache
+    backend = backend_for("cpu")
+    saved = os.environ.get("LAZYTENSOR_TIER"), backend.kernels
+    os.environ["LAZYTENSOR_TIER"] = "interpreter"
+    backend.kernels = KernelCache()
+    rng = np.random.default_rng(0)
+    ratios = {}
+    try:
+        for p in sizes:
+            n = 1 << p
+            arrays = [rng.random(n, dtype=np.float32) for _ in range(4)]
+            a, b, c, d = (lt.asarray(x, device="cpu") for x in arrays)
+            y = lt.empty_like(a)
+            x0, x1, x2, x3 = arrays
+            number = max(1, (1 << 13) // n)
+            c_lt, c_np = cpu_times([lambda: y.__setitem__(Ellipsis, lt.relu((a + b) * c + 5 * d)),
+                                    lambda: np.maximum((x0 + x1) * x2 + 5 * x3, 0)], repeat=31, number=number)
+            ratios[p] = c_lt / c_np
+    finally:
+        backend.kernels = saved[1]
+        if saved[0] is None:
+            os.environ.pop("LAZYTENSOR_TIER", None)
+        else:
+            os.environ["LAZYTENSOR_TIER"] = saved[0]
+    print_fn("the interpreter tier's steady calls of relu((a+b)*c+5*d) built per call, f32, CPU time against NumPy's "
+             "(target: at most 1.2x at every size): "
+             + ", ".join(f"2^{p} {r:.2f}x ({_verdict(r <= 1.2)})" for p, r in ratios.items()))
+    return ratios
 
 
 def _small_reduction(table: Table) -> float:
@@ -273,6 +310,8 @@ def run_interactive_bench(print_fn=print) -> Table:
              f"nodes of known cases built by: {node_builder()}")
     for line in _targets(verdicts, reduction, build):
         print_fn(line)
+    print_fn("")
+    interpreter_rows(print_fn)
     first = _first_calls()
     print_fn("")
     print_fn("first calls, in a fresh process with an empty cache folder (interpreter tier on):")
