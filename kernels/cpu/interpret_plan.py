@@ -123,6 +123,10 @@ def build_plan(program, traced, dies, direct_ok: bool, generic) -> Plan:
     steps, nbytes, pool = [], 0, {}
     last = len(program.instrs) - 1
     direct = False
+    # A ufunc writes its value into the destination only where NumPy casts it there unasked (a
+    # scan's dtype= stores a float value as int64: the block loop's store casts that).
+    store = np.dtype(program.stores()[0][1])
+    direct_ok = direct_ok and bool(np.can_cast(np.dtype(program.instrs[last][1]), store, "same_kind"))
     # The buffers each value may read: its own, and for a "value" step its arguments' (np.real and
     # np.imag of a complex block are views of it). A buffer serves a later value only once no live
     # value reads it.

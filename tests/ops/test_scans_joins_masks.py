@@ -498,3 +498,15 @@ def test_row_gather_gradient_adds_repeated_rows():
     want = np.zeros_like(x)
     np.add.at(want, idx, 2 * x[idx] * w)
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_scan_into_another_kind_of_dtype_twice(kind, axis):
+    """cumsum(t + t, dtype='int64') over float16: the second call runs the interpreter's kept block
+    plan, which wrote the float16 sum straight into the int64 values (NumPy refuses that cast)."""
+    x = np.arange(6, dtype=np.float16).reshape(3, 2) - 2.5
+    t = lt.asarray(x)
+    want = getattr(np, kind)(x + x, axis=axis, dtype=np.int64)
+    for _ in range(2):
+        np.testing.assert_array_equal(getattr(lt, kind)(t + t, axis=axis, dtype="int64").numpy(), want)
