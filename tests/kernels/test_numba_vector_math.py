@@ -86,7 +86,7 @@ def test_float32_within_an_ulp_or_two_of_the_rounded_float64_value():
         keep = ~((np.abs(want) < np.finfo(np.float32).tiny) & (name == "sigmoid"))
         check_close(got[keep], want[keep], ulps)
         check_close(got, _numpy(name, x), 8)
-        if name != "sigmoid":                       # (sigmoid's reads -x)
+        if name in ("tanh", "exp", "log"):          # (sigmoid's reads -x; NumPy's sin and cos give the default NaN)
             nan_in = np.isnan(x)
             assert np.array_equal(got[nan_in].view(np.uint32), x[nan_in].view(np.uint32)), "a NaN comes back as it came"
 
