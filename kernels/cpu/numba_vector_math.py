@@ -109,6 +109,80 @@ def lt_log_f32(x):
     return finite if x < np.float32(np.inf) else x
 '''
 
+# sin(|x| + q pi/2) in float64 for a finite float32 x, q = 0 (sin) or 1 (cos). |x| < pi/4 is its own
+# reduced argument; above, |x| = mm 2^(s+1) with mm the 24-bit mantissa shifted left by 0-7 bits and s
+# a multiple of 8 (from the exponent), and |x| 2/pi mod 4 = mm w 2^-94 mod 4, where w is the 96-bit
+# window of 2/pi's bits s .. s+95 (_LT_TWO_OVER_PI_WINDOWS, three 32-bit words for each s from -32 to
+# 96): the bits above the window contribute multiples of 4, those below it less than 2^-63. Its bits
+# 2^1 .. 2^-62, (mm w >> 32) mod 2^64, are three 64-bit products (exact for every float32, no
+# branch: the table read is a gather), the quadrant n their top 2 bits rounded, the rest r's
+# fraction of a quarter turn (error below 2^-61 quarter turns; r is never smaller than 2^-30 or so
+# for a float32 x). sin and cos of r in [-pi/4, pi/4] by polynomials in r^2 (least squares, relative
+# error 5e-12 and 6e-14), both computed and one selected by n.
+_SIN_QUADRANT = """
+_LT_TWO_OVER_PI_WINDOWS = np.array([
+    0, 1367130551, 656542356,
+    81, 2093070119, 571118846,
+    20860, 3250005794, 177536531,
+    5340353, 3072795146, 2499679147,
+    1367130551, 656542356, 4262702056,
+    2093070119, 571118846, 330033402,
+    3250005794, 177536531, 2884172442,
+    3072795146, 2499679147, 3908737646,
+    656542356, 4262702056, 4204424928,
+    571118846, 330033402, 2590957677,
+    177536531, 2884172442, 1860201905,
+    2499679147, 3908737646, 3765285194,
+    4262702056, 4204424928, 1840335564,
+    330033402, 2590957677, 2974469278,
+    2884172442, 1860201905, 1254923809,
+    3908737646, 3765285194, 3432915400,
+    4204424928, 1840335564, 2653014048], np.uint32)
+
+@njit(error_model="numpy", fastmath={"contract"})
+def lt_sin_quadrant_f32(x, q):
+    ax = abs(np.float32(x))
+    bits = np.float32(ax).view(np.int32)
+    e = (bits >> 23) - 151
+    k = min(max((e >> 3) + 4, 0), 16) * 3
+    mm = np.uint64((bits & 0x7FFFFF) | 0x800000) << np.uint64(e & 7)
+    w2 = np.uint64(_LT_TWO_OVER_PI_WINDOWS[k])
+    w1 = np.uint64(_LT_TWO_OVER_PI_WINDOWS[k + 1])
+    w0 = np.uint64(_LT_TWO_OVER_PI_WINDOWS[k + 2])
+    res = ((mm * w2) << np.uint64(32)) + mm * w1 + ((mm * w0) >> np.uint64(32))
+    n = (res + np.uint64(2305843009213693952)) >> np.uint64(62)
+    f = np.int64(res - (n << np.uint64(62)))
+    small = ax < np.float32(0.7853981633974483)
+    r = np.float64(ax) if small else np.float64(f) * 3.4061215800865545e-19
+    n = (np.int64(0) if small else np.int64(n)) + q
+    z = r * r
+    s = r + (r * z) * (-0.1666666664095424 + z * (0.008333329329249427 + z * (-0.00019839320447047597
+        + z * 2.718197757554512e-06)))
+    c = 1.0 + z * (-0.49999999999531497 + z * (0.041666666560300325 + z * (-0.0013888881001326658
+        + z * (2.4799027273451063e-05 + z * -2.7179238475922273e-07))))
+    v = c if n & 1 else s
+    return -v if n & 2 else v
+"""
+
+# sin: the sign of x put back by its sign bit (sin(-0.0) is -0.0); cos: even. inf gives NaN, a NaN
+# is returned as it came.
+_SIN = """
+@njit(error_model="numpy", inline="always")
+def lt_sin_f32(x):
+    x = np.float32(x)
+    v = np.float32(lt_sin_quadrant_f32(x, 0))
+    r = np.int32(np.float32(v).view(np.int32) ^ (np.float32(x).view(np.int32) & np.int32(-2147483648))).view(np.float32)
+    return r if abs(x) < np.float32(np.inf) else (x if x != x else np.float32(np.nan))
+"""
+
+_COS = """
+@njit(error_model="numpy", inline="always")
+def lt_cos_f32(x):
+    x = np.float32(x)
+    r = np.float32(lt_sin_quadrant_f32(x, 1))
+    return r if abs(x) < np.float32(np.inf) else (x if x != x else np.float32(np.nan))
+"""
+
 # name -> (source, helpers it calls)
 HELPERS = {
     "lt_exp_reduced_f32": (_EXP_REDUCED, ()),
@@ -117,6 +191,9 @@ HELPERS = {
     "lt_sigmoid_f32": (_SIGMOID, ("lt_exp_f32",)),
     "lt_tanh_f32": (_TANH, ("lt_exp_neg2_f32",)),
     "lt_log_f32": (_LOG, ()),
+    "lt_sin_quadrant_f32": (_SIN_QUADRANT, ()),
+    "lt_sin_f32": (_SIN, ("lt_sin_quadrant_f32",)),
+    "lt_cos_f32": (_COS, ("lt_sin_quadrant_f32",)),
 }
 
 _CALL = re.compile(r"\b(lt_\w+_f32)\(")

@@ -8,7 +8,8 @@ import numpy as np
 
 from lazytensor.kernels.ops import BFLOAT16
 from lazytensor.kernels.program import ElementwiseProgram, Layout, Reduction
-from lazytensor.kernels.cpu.render_numba import JIT, body_lines, broadcast_element, module_header, store_expr
+from lazytensor.kernels.cpu.render_numba import (JIT, MODULE_HEADER, STREAM_IMPORT, body_lines, broadcast_element,
+                                                  module_header, store_expr)
 
 CHUNKS = 64
 LANES = 16      # partial sums per chunk of a full reduction: enough independent adds to hide latency
@@ -129,7 +130,10 @@ def render_numba_reduce(program: ElementwiseProgram, spec: Reduction, layout: La
     faster. numba compiles only the variant that is called."""
     parallel = _render(program, spec, layout, True)
     serial = _render(program, spec, layout, False)
-    return "\n".join(module_header([parallel, serial]) + [parallel, serial])
+    header = module_header([parallel, serial])
+    if "lt_block_buffer(" in parallel:
+        header.insert(len(MODULE_HEADER) - 1, STREAM_IMPORT)
+    return "\n".join(header + [parallel, serial])
 
 
 def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parallel: bool) -> str:
@@ -232,9 +236,13 @@ def _render(program: ElementwiseProgram, spec: Reduction, layout: Layout, parall
         if nd == 1 and acc.kind in ("sum", "mean"):
             # LANES independent partial sums (a fixed lane per element, so still deterministic):
             # one accumulator would chain every add on the previous one's latency.
-            nest = [f"lanes = np.zeros({LANES}, {acc.acc})", f"nb_ = (hi_ - lo_) // {LANES}",
-                    "for bb_ in range(nb_):", f"    b0 = lo_ + bb_ * {LANES}",
-                    f"    for u in range({LANES}):", "        i0 = b0 + u"]
+            # The lanes live on the stack (an alloca: LLVM knows they alias no input), and their
+            # loop's trip count is one LLVM cannot see (it is LANES wherever a block runs), so that
+            # LLVM vectorizes the lane loop; with range(LANES) it unrolled it into 16 scalar chains.
+            nest = [f"lanes = lt_block_buffer(p{acc.state[0]}, {LANES})", f"for u in range({LANES}):",
+                    "    lanes[u] = 0", f"nl_ = min({LANES}, hi_ - lo_ + {LANES})",
+                    f"nb_ = (hi_ - lo_) // {LANES}", "for bb_ in range(nb_):", f"    b0 = lo_ + bb_ * {LANES}",
+                    "    for u in range(nl_):", "        i0 = b0 + u"]
             nest += ["        " + line for line in body]
             nest += [f"        lanes[u] += {acc.acc}({value})",
                      f"for i0 in range(lo_ + nb_ * {LANES}, hi_):"]

@@ -71,6 +71,11 @@ def _local_inputs(device: str, n: int, count: int):
     return [lt.asarray(np.random.default_rng(i).random(n, dtype=np.float32), device=device) for i in range(count)]
 
 
+def _time_compute(expr) -> float:
+    from lazytensor.kernels.timing import time_host
+    return time_host(lambda: float(expr.compute()), repeat=5)
+
+
 def run_dask_bench(print_fn=print, device: str = "cpu") -> Table:
     import dask
     import dask.array as da
@@ -90,19 +95,15 @@ def run_dask_bench(print_fn=print, device: str = "cpu") -> Table:
         table.notes.append(f"copy bandwidth measured in this run: {bw / 1e9:.1f} GB/s (read + write)")
         with cluster, Client(cluster):
             for case, f, inputs in cases:
-                arrays = {}
-                for backend in ("lazytensor", peer):
+                # one implementation's inputs in memory at a time (the size: 4 GiB each)
+                for backend, impl in (("lazytensor", "Dask, lazytensor chunks"), (peer, baseline)):
                     with dask.config.set({"array.backend": backend}):
                         rng = da.random.default_rng(0)
                         xs = [rng.random(n, dtype=np.float32, chunks=1 << chunk) for _ in range(inputs)]
                     xs = [x.persist() for x in xs]
                     wait(xs)
-                    arrays[backend] = xs
-                lazy = f(da, *arrays["lazytensor"])
-                plain = f(da, *arrays[peer])
-                table.add(case, "Dask, lazytensor chunks", time_host(lambda: float(lazy.compute()), repeat=5))
-                table.add(case, baseline, time_host(lambda: float(plain.compute()), repeat=5))
-                arrays.clear()
+                    table.add(case, impl, _time_compute(f(da, *xs)))
+                    del xs
                 local = _local_inputs(device, n, inputs)
                 table.add(case, "one lazytensor process", time_host(lambda: float(f(lt, *local)), repeat=5))
                 table.floor(case, inputs * n * 4 / bw, f"{inputs} read(s) of float32 at the copy bandwidth")

@@ -14,6 +14,7 @@ from lazytensor.kernels.program import Layout, program_for
 from lazytensor.kernels.cpu.render_numba import render_numba
 
 EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1.1754942e-38, 3e-4, 0.55, -0.55,
+         0.7853982, 1.5707964, 3.1415927, 71476.0625, 16777216.0, 7.729179e28,
          0.5493061, 1.0, 8.0, 9.0, 9.01, 9.1, 10.0, 20.0, 88.7, 1e38, 3.4028235e38]
 
 
@@ -49,8 +50,10 @@ def check_close(got, want, max_ulps):
     assert np.array_equal(np.signbit(got[~nan]), np.signbit(want[~nan])), "a sign differs (signed zeros)"
 
 
-NAMES = ("tanh", "exp", "sigmoid", "log")
-EXACT = {"tanh": np.tanh, "exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "log": np.log}
+NAMES = ("tanh", "exp", "sigmoid", "log", "sin", "cos")
+EXACT = {"tanh": np.tanh, "exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "log": np.log,
+         "sin": np.sin, "cos": np.cos}
+ULPS = (1, 1, 2, 1, 1, 1)
 
 
 def _numpy(name, x):
@@ -60,7 +63,7 @@ def _numpy(name, x):
 
 
 def _all_three(x):
-    """tanh, exp, sigmoid and log of x from one kernel with four outputs, in pieces small enough for
+    """Each of NAMES of x from one kernel with an output each, in pieces small enough for
     the serial kernel (the parallel one compiles several times slower; both share the body)."""
     pieces = []
     for start in range(0, x.size, 60000):
@@ -70,20 +73,20 @@ def _all_three(x):
 
 
 def test_float32_within_an_ulp_or_two_of_the_rounded_float64_value():
-    """Against the float64 function rounded to float32: tanh, exp and log within 1 ulp, sigmoid
-    within 2 on normal results (NumPy's float32 reference is 0 where e^-x overflows, below 1e-38).
+    """Against the float64 function rounded to float32: tanh, exp, log, sin and cos within 1 ulp,
+    sigmoid within 2 on normal results (NumPy's float32 reference is 0 where e^-x overflows, below 1e-38).
     NumPy's own float32 loops are 1 (tanh), 2 (exp) and 4 (log) ulps off the same reference: the
     oracle of the random-DAG tests allows 8."""
     x = float32_sample()
     results = _all_three(x)
-    for name, ulps in zip(NAMES, (1, 1, 2, 1)):
+    for name, ulps in zip(NAMES, ULPS):
         got = results[name]
         with np.errstate(all="ignore"):
             want = EXACT[name](x.astype(np.float64)).astype(np.float32)
         keep = ~((np.abs(want) < np.finfo(np.float32).tiny) & (name == "sigmoid"))
         check_close(got[keep], want[keep], ulps)
         check_close(got, _numpy(name, x), 8)
-        if name != "sigmoid":                       # (sigmoid's reads -x)
+        if name in ("tanh", "exp", "log"):          # (sigmoid's reads -x; NumPy's sin and cos give the default NaN)
             nan_in = np.isnan(x)
             assert np.array_equal(got[nan_in].view(np.uint32), x[nan_in].view(np.uint32)), "a NaN comes back as it came"
 
@@ -139,13 +142,15 @@ def test_only_kernels_calling_a_helper_carry_its_definition():
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
 def test_the_kernel_loop_vectorizes_and_calls_no_libm():
-    """v = tanh(a * b) * sigmoid(b) + exp(a); v + log(v) over float32: the parallel loop holds
-    packed float32 multiplies and no call of libm's tanhf, expf, logf or floorf."""
+    """v = tanh(a * b) * sigmoid(b) + exp(a); w = v + log(v); sin(cos(w)) + w over float32: the
+    parallel loop holds packed float32 multiplies and no call of libm's tanhf, expf, logf, floorf,
+    sinf or cosf."""
     import numba
     f32 = np.dtype(np.float32)
     program = program_for((("load", f32, 0), ("load", f32, 1), ("multiply", f32, 0, 1), ("tanh", f32, 2),
                            ("sigmoid", f32, 1), ("multiply", f32, 3, 4), ("exp", f32, 0), ("add", f32, 5, 6),
-                           ("log", f32, 7), ("add", f32, 7, 8)), 2, (), f32)
+                           ("log", f32, 7), ("add", f32, 7, 8), ("sin", f32, 9), ("cos", f32, 10),
+                           ("add", f32, 11, 9)), 2, (), f32)
     source = render_numba(program, Layout(1, True)).replace("cache=True", "cache=False")
     module = {}
     exec(compile(source, "<kernel>", "exec"), module)
@@ -153,7 +158,7 @@ def test_the_kernel_loop_vectorizes_and_calls_no_libm():
     array = numba.types.Array(numba.float32, 1, "C")
     fn.compile((array, array, array))
     asm = fn.inspect_asm(fn.signatures[0])
-    for libm in ("tanhf", "expf", "logf", "floorf"):
+    for libm in ("tanhf", "expf", "logf", "floorf", "sinf", "cosf"):
         assert f"${libm}" not in asm, f"the kernel calls libm's {libm}"
     assert not [line for line in asm.splitlines() if "call" in line and "lt_" in line], "a helper is not inlined"
     assert "mulps" in asm                       # packed float32 multiplies: the loop is vectorized
@@ -196,7 +201,7 @@ def test_every_float32_pattern_within_the_bounds():
         x = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
         t = lt.asarray(x)
         results = lt.evaluate(*(getattr(lt, name)(t) for name in NAMES))
-        for name, ulps, got in zip(NAMES, (1, 1, 2, 1), results):
+        for name, ulps, got in zip(NAMES, ULPS, results):
             with np.errstate(all="ignore"):
                 want = EXACT[name](x.astype(np.float64)).astype(np.float32)
             keep = ~((np.abs(want) < np.finfo(np.float32).tiny) & (name == "sigmoid"))
