@@ -24,3 +24,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "compiled_tier" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(params=["compiled", "interpreter"])
+def tier(request, monkeypatch):
+    """A test's elementwise work in either CPU tier (the interpreter: no kernel cached, none
+    compiled); a module may define its own `tier` instead."""
+    if request.param == "interpreter":
+        from lazytensor.kernels.backend import backend_for
+        from lazytensor.kernels.cache import KernelCache
+        backend = backend_for("cpu")
+        monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
+        monkeypatch.setattr(backend, "kernels", KernelCache())
+        monkeypatch.setattr(backend.compiler, "submit", lambda key, job: None)
+    return request.param

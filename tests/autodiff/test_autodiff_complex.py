@@ -13,33 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazytensor as lt
-from lazytensor.kernels.backend import backend_for
-from lazytensor.kernels.cache import KernelCache
+from tests.support.autodiff_oracle import complex_finite_differences
 
 SETTINGS = settings(max_examples=8, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-@pytest.fixture(params=["compiled", "interpreter"])
-def tier(request, monkeypatch):
-    if request.param == "interpreter":
-        backend = backend_for("cpu")
-        monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
-        monkeypatch.setattr(backend, "kernels", KernelCache())
-        monkeypatch.setattr(backend.compiler, "submit", lambda key, job: None)
-    return request.param
 
 
-def finite_differences(f, z, h=1e-6):
-    """dL/dx + i dL/dy of a real f at every element of z (complex128)."""
-    g = np.zeros(z.shape, np.complex128)
-    for idx in np.ndindex(z.shape):
-        for step in (1, 1j):
-            zp, zm = z.copy(), z.copy()
-            zp[idx] += h * step
-            zm[idx] -= h * step
-            g[idx] += step * (f(zp) - f(zm)) / (2 * h)
-    return g
 
 
 UNARY = {
@@ -68,14 +49,14 @@ UNARY = {
 @pytest.mark.parametrize("name", sorted(UNARY))
 @SETTINGS
 @given(shape=st.tuples(st.integers(1, 3), st.integers(1, 4)), seed=st.integers(0, 2**16))
-def test_gradients_match_finite_differences(name, shape, seed, tier):
+def test_gradients_match_complex_finite_differences(name, shape, seed, tier):
     rng = np.random.default_rng(seed)
     z = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
     weights = rng.uniform(0.5, 1.5, UNARY[name](np, z).shape)
     x = lt.asarray(z)
     got = lt.grad((UNARY[name](lt, x) * weights).sum(), x)
     assert got.dtype == np.complex128 and got.shape == z.shape
-    want = finite_differences(lambda v: float((UNARY[name](np, v) * weights).sum()), z)
+    want = complex_finite_differences(lambda v: float((UNARY[name](np, v) * weights).sum()), z)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
 
 
@@ -91,9 +72,9 @@ def test_real_operands_of_complex_ops_get_real_gradients(n, seed, tier):
     x, y = lt.asarray(z), lt.asarray(r)
     gz, gr = lt.grad(loss(lt, x, y), [x, y])
     assert gr.dtype == np.float64
-    np.testing.assert_allclose(np.asarray(gz), finite_differences(lambda v: float(loss(np, v, r)), z),
+    np.testing.assert_allclose(np.asarray(gz), complex_finite_differences(lambda v: float(loss(np, v, r)), z),
                                rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(gr), finite_differences(lambda v: float(loss(np, z, v.real)), r + 0j).real,
+    np.testing.assert_allclose(np.asarray(gr), complex_finite_differences(lambda v: float(loss(np, z, v.real)), r + 0j).real,
                                rtol=1e-6, atol=1e-6)
 
 

@@ -15,34 +15,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import lazytensor as lt
-from lazytensor.kernels.backend import backend_for
-from lazytensor.kernels.cache import KernelCache
+from tests.support.autodiff_oracle import complex_finite_differences
 
 SETTINGS = settings(max_examples=6, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                            HealthCheck.filter_too_much])
 
 
-@pytest.fixture(params=["compiled", "interpreter"])
-def tier(request, monkeypatch):
-    if request.param == "interpreter":
-        backend = backend_for("cpu")
-        monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
-        monkeypatch.setattr(backend, "kernels", KernelCache())
-        monkeypatch.setattr(backend.compiler, "submit", lambda key, job: None)
-    return request.param
 
 
-def finite_differences(f, z, h=1e-6):
-    """dL/dx + i dL/dy of a real f at every element of z (complex128); a real z: dL/dx alone."""
-    g = np.zeros(z.shape, np.complex128)
-    for idx in np.ndindex(z.shape):
-        for step in (1, 1j) if z.dtype.kind == "c" else (1,):
-            zp, zm = z.copy(), z.copy()
-            zp[idx] += h * step
-            zm[idx] -= h * step
-            g[idx] += step * (f(zp) - f(zm)) / (2 * h)
-    return g if z.dtype.kind == "c" else g.real
 
 
 def _h(a):
@@ -137,14 +118,14 @@ def _check(name, a, rng, rtol, atol):
     x = lt.asarray(a)
     got = lt.grad(lt.real(f(lt, x) * weight).sum(), x)
     assert got.dtype == a.dtype and got.shape == a.shape
-    want = finite_differences(lambda m: float(np.real(f(np, m) * weight).sum()), a.astype(np.complex128))
+    want = complex_finite_differences(lambda m: float(np.real(f(np, m) * weight).sum()), a.astype(np.complex128))
     np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @SETTINGS
 @given(batch=st.sampled_from([(), (1,), (2,), (0,)]), n=st.integers(1, 4), seed=st.integers(0, 2**16))
-def test_gradient_matches_finite_differences(name, batch, n, seed, tier):
+def test_gradient_matches_complex_finite_differences(name, batch, n, seed, tier):
     rng = np.random.default_rng(seed)
     a = CASES[name][0](_random(rng, batch + (n, n)))
     assume(_well_separated(name, a))
@@ -175,7 +156,7 @@ def test_reduced_singular_vectors_of_rectangular_matrices(shape, seed, tier):
                        + (_pairs(xp, r)[..., :1] * wp).sum())
     x = lt.asarray(a)
     got = lt.grad(loss(lt, lt.linalg.svd(x, full_matrices=False)), x)
-    want = finite_differences(lambda m: float(loss(np, np.linalg.svd(m, full_matrices=False))), a)
+    want = complex_finite_differences(lambda m: float(loss(np, np.linalg.svd(m, full_matrices=False))), a)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
@@ -191,9 +172,9 @@ def test_solve_gradients(vector, kinds, a_batch, b_batch, n, seed, tier):
     x, y = lt.asarray(a), lt.asarray(b)
     ga, gb = lt.grad(lt.real(lt.linalg.solve(x, y) * weight).sum(), [x, y])
     assert (ga.dtype, gb.dtype) == (a.dtype, b.dtype)
-    np.testing.assert_allclose(np.asarray(ga), finite_differences(
+    np.testing.assert_allclose(np.asarray(ga), complex_finite_differences(
         lambda p: float(np.real(np.linalg.solve(p, b) * weight).sum()), a), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(gb), finite_differences(
+    np.testing.assert_allclose(np.asarray(gb), complex_finite_differences(
         lambda q: float(np.real(np.linalg.solve(a, q) * weight).sum()), b), rtol=1e-5, atol=1e-6)
 
 
@@ -215,7 +196,7 @@ def test_hermitian_svd_reads_the_lower_triangle(dtype, batch, n, seed, tier):
                                                                                               hermitian=True)).sum())
     x = lt.asarray(a)
     got = lt.grad(loss(lt, x), x)
-    want = finite_differences(lambda m: float(loss(np, m)), a)
+    want = complex_finite_differences(lambda m: float(loss(np, m)), a)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 

@@ -10,24 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazytensor as lt
-from lazytensor.kernels.backend import backend_for
-from lazytensor.kernels.cache import KernelCache
 
 SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
 
 
-@pytest.fixture(params=["compiled", "interpreter"])
-def tier(request, monkeypatch):
-    """The elementwise work around the library calls in either CPU tier (the interpreter: no kernel
-    cached, none compiled)."""
-    if request.param == "interpreter":
-        backend = backend_for("cpu")
-        monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
-        monkeypatch.setattr(backend, "kernels", KernelCache())
-        monkeypatch.setattr(backend.compiler, "submit", lambda key, job: None)
-    return request.param
 
 
 stacks = st.tuples(st.lists(st.integers(0, 3), max_size=2).map(tuple), st.integers(0, 5), st.integers(0, 5))

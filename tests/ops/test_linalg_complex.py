@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 
 import lazytensor as lt
 import lazytensor.array_api as xp
-from lazytensor.kernels.backend import backend_for
-from lazytensor.kernels.cache import KernelCache
 
 SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -22,16 +20,6 @@ dtypes = st.sampled_from([np.complex64, np.complex128])
 stacks = st.tuples(st.lists(st.integers(0, 3), max_size=2).map(tuple), st.integers(0, 5), st.integers(0, 5))
 
 
-@pytest.fixture(params=["compiled", "interpreter"])
-def tier(request, monkeypatch):
-    """The elementwise work around the library calls in either CPU tier (the interpreter: no kernel
-    cached, none compiled)."""
-    if request.param == "interpreter":
-        backend = backend_for("cpu")
-        monkeypatch.setenv("LAZYTENSOR_JIT_WAIT", "0")
-        monkeypatch.setattr(backend, "kernels", KernelCache())
-        monkeypatch.setattr(backend.compiler, "submit", lambda key, job: None)
-    return request.param
 
 
 def matrices(shape, dtype, seed, kind="general"):

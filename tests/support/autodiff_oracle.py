@@ -129,3 +129,16 @@ def assert_gradients_match(got, expected, rtol=1e-5, atol=1e-6, context=""):
             raise AssertionError(f"{context}: gradient {k}: {int(bad.sum())} of {bad.size} elements differ from "
                                  f"finite differences; first at {idx}: lazytensor {g[idx]!r}, finite difference "
                                  f"{e[idx]!r}")
+
+
+def complex_finite_differences(f, z, h=1e-6):
+    """dL/dx + i dL/dy of a real NumPy function f at every element of z (complex128), by central
+    differences along each part (PyTorch's convention for complex gradients); a real z: dL/dx alone."""
+    g = np.zeros(z.shape, np.complex128)
+    for idx in np.ndindex(z.shape):
+        for step in (1, 1j) if z.dtype.kind == "c" else (1,):
+            zp, zm = z.copy(), z.copy()
+            zp[idx] += h * step
+            zm[idx] -= h * step
+            g[idx] += step * (f(zp) - f(zm)) / (2 * h)
+    return g if z.dtype.kind == "c" else g.real
