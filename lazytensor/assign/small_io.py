@@ -9,6 +9,8 @@ scalars of NEP 50 under 'same_kind'); anything else takes the general path, whic
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from lazytensor.core.readers import memory_of
@@ -59,7 +61,7 @@ def write_scalar(dest, key, value) -> bool:
     return True
 
 
-_INPLACE = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+_INPLACE = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul}
 _SCALARS = (int, float)
 
 
@@ -82,7 +84,9 @@ def inplace_scalar(dest, op, other) -> bool:
     d = dest.data
     if not d.flags.writeable:
         return False        # the general path says so in its words
-    d[()] = ufunc(d, other)     # (of d's dtype: `other` is weak, of a kind d's dtype holds)
+    # NumPy's `a[3] += 1` is arithmetic on the item a[3] gives, a NumPy scalar (its overflow
+    # warnings too), written back; in d's dtype: `other` is weak, of a kind d's dtype holds
+    d[()] = ufunc(d[()], other)
     m.version += 1
     return True
 
