@@ -66,12 +66,12 @@ _SCALARS = (int, float)
 
 
 def inplace_scalar(dest, op, other) -> bool:
-    """`dest op= other` done by NumPy's ufunc on dest's array, True, for a 0-d CPU Tensor (an item
+    """`dest op= other` done on dest's item as NumPy does it, True, for a 0-d CPU Tensor (an item
     view, `t[3] += 1`) of a numeric dtype nothing reads, a Python int or float `other`, and add,
     subtract or multiply: NumPy 2's promotion and 'same_kind' cast are lazytensor's. False
     (nothing done) otherwise."""
-    ufunc = _INPLACE.get(op)
-    if ufunc is None or type(other) not in _SCALARS or dest.shape or dest.device != "cpu" \
+    arithmetic = _INPLACE.get(op)
+    if arithmetic is None or type(other) not in _SCALARS or dest.shape or dest.device != "cpu" \
             or dest.dtype.kind not in "iuf":
         return False
     m = dest.memory
@@ -86,7 +86,7 @@ def inplace_scalar(dest, op, other) -> bool:
         return False        # the general path says so in its words
     # NumPy's `a[3] += 1` is arithmetic on the item a[3] gives, a NumPy scalar (its overflow
     # warnings too), written back; in d's dtype: `other` is weak, of a kind d's dtype holds
-    d[()] = ufunc(d[()], other)
+    d[()] = arithmetic(d[()], other)
     m.version += 1
     return True
 
